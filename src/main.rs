@@ -1,0 +1,2 @@
+//! The capmox manager binary.
+fn main() {}

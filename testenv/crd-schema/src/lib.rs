@@ -1,0 +1,1 @@
+//! CRD structural schema engine.
