@@ -1,0 +1,1 @@
+//! Typed async client for the Proxmox VE API.
