@@ -1,0 +1,1 @@
+//! `x-kubernetes-list-type` set/map uniqueness.

@@ -1,0 +1,216 @@
+//! Structural pruning (`apiextensions-apiserver/pkg/apiserver/schema/pruning`) and the removal of
+//! nulls that the schema does not allow and that have no default
+//! (`PruneNonNullableNullsWithoutDefaults`).
+
+use serde_json::Value;
+
+use crate::node::{Additional, Node};
+
+/// Prunes a whole resource: the root is treated as an embedded resource, so `apiVersion` and
+/// `kind` (when strings) and the whole `metadata` object are kept.
+pub(crate) fn prune_resource(obj: &mut Value, root: &Node) {
+    prune(obj, Some(root), true);
+    drop_null_without_default(obj, root);
+}
+
+/// Prunes a value (a default, or a sub-tree) against `s`.
+pub(crate) fn prune_value(v: &mut Value, s: &Node) {
+    prune(v, Some(s), false);
+}
+
+fn is_kept_meta_field(key: &str, v: &Value) -> bool {
+    match key {
+        "apiVersion" | "kind" => v.is_string(),
+        "metadata" => v.is_object(),
+        _ => false,
+    }
+}
+
+fn prune(x: &mut Value, s: Option<&Node>, is_resource: bool) {
+    if let Some(s) = s {
+        if s.preserve_unknown {
+            skip_prune(x, s, is_resource);
+            return;
+        }
+    }
+    match x {
+        Value::Object(map) => {
+            let Some(s) = s else {
+                map.clear();
+                return;
+            };
+            let embedded = is_resource || s.embedded_resource;
+            map.retain(|k, v| {
+                if embedded && is_kept_meta_field(k, v) {
+                    return true;
+                }
+                if let Some(p) = s.properties.get(k) {
+                    prune(v, Some(p), false);
+                    return true;
+                }
+                match &s.additional {
+                    Some(Additional::Schema(a)) => {
+                        prune(v, Some(a), false);
+                        true
+                    }
+                    Some(Additional::Bool(true)) => {
+                        prune(v, None, false);
+                        true
+                    }
+                    _ => false,
+                }
+            });
+        }
+        Value::Array(items) => {
+            let item_schema = s.and_then(|s| s.items.as_deref());
+            for i in items.iter_mut() {
+                prune(i, item_schema, false);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn skip_prune(x: &mut Value, s: &Node, is_resource: bool) {
+    match x {
+        Value::Object(map) => {
+            let embedded = is_resource || s.embedded_resource;
+            for (k, v) in map.iter_mut() {
+                if embedded && is_kept_meta_field(k, v) {
+                    continue;
+                }
+                if let Some(p) = s.properties.get(k) {
+                    prune(v, Some(p), false);
+                } else if let Some(a) = s.additional_schema() {
+                    prune(v, Some(a), false);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = s.items.as_deref() {
+                for i in items.iter_mut() {
+                    skip_prune(i, item_schema, false);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Deletes object fields whose value is `null` while their schema is neither nullable nor
+/// defaulted; recurses into the remaining values.
+fn drop_null_without_default(x: &mut Value, s: &Node) {
+    match x {
+        Value::Object(map) => {
+            map.retain(|k, v| match s.child_for_key(k) {
+                Some(child) if v.is_null() => child.nullable || child.default.is_some(),
+                _ => true,
+            });
+            for (k, v) in map.iter_mut() {
+                if let Some(child) = s.child_for_key(k) {
+                    drop_null_without_default(v, child);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = s.items.as_deref() {
+                for i in items.iter_mut() {
+                    drop_null_without_default(i, item_schema);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Schema;
+    use serde_json::json;
+
+    fn schema(v: Value) -> Schema {
+        Schema::from_openapi(&v).unwrap()
+    }
+
+    #[test]
+    fn drops_unknown_fields_keeps_meta() {
+        let s = schema(json!({
+            "type": "object",
+            "properties": {
+                "metadata": {"type": "object"},
+                "spec": {"type": "object", "properties": {
+                    "a": {"type": "string"},
+                    "list": {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+                    "m": {"type": "object", "additionalProperties": {"type": "object", "properties": {"k": {"type": "string"}}}},
+                    "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                             "properties": {"inner": {"type": "object", "properties": {"y": {"type": "string"}}}}},
+                    "ios": {"x-kubernetes-int-or-string": true}
+                }}
+            }
+        }));
+        let mut obj = json!({
+            "apiVersion": "g/v1", "kind": "K",
+            "metadata": {"name": "n", "labels": {"a": "b"}, "annotations": {"c": "d"}},
+            "junk": 1,
+            "spec": {
+                "a": "x", "b": "y",
+                "list": [{"x": 1, "z": 2}],
+                "m": {"one": {"k": "v", "drop": true}},
+                "free": {"anything": {"deep": 1}, "inner": {"y": "1", "gone": 2}},
+                "ios": "50%"
+            }
+        });
+        s.prune(&mut obj);
+        assert_eq!(
+            obj,
+            json!({
+                "apiVersion": "g/v1", "kind": "K",
+                "metadata": {"name": "n", "labels": {"a": "b"}, "annotations": {"c": "d"}},
+                "spec": {
+                    "a": "x",
+                    "list": [{"x": 1}],
+                    "m": {"one": {"k": "v"}},
+                    "free": {"anything": {"deep": 1}, "inner": {"y": "1"}},
+                    "ios": "50%"
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn embedded_resource_keeps_type_meta() {
+        let s = schema(json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "tmpl": {"type": "object", "x-kubernetes-embedded-resource": true,
+                         "properties": {"spec": {"type": "object", "properties": {"a": {"type": "string"}}}}}
+            }}}
+        }));
+        let mut obj = json!({"spec": {"tmpl": {"apiVersion": "v1", "kind": "X", "metadata": {"name": "m"},
+            "spec": {"a": "1", "b": 2}, "other": 3}}});
+        s.prune(&mut obj);
+        assert_eq!(
+            obj,
+            json!({"spec": {"tmpl": {"apiVersion": "v1", "kind": "X", "metadata": {"name": "m"},
+            "spec": {"a": "1"}}}})
+        );
+    }
+
+    #[test]
+    fn nulls_without_default_are_dropped() {
+        let s = schema(json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "plain": {"type": "string"},
+                "nullable": {"type": "string", "nullable": true},
+                "defaulted": {"type": "string", "default": "d"}
+            }}}
+        }));
+        let mut obj = json!({"spec": {"plain": null, "nullable": null, "defaulted": null}});
+        s.prune(&mut obj);
+        assert_eq!(obj, json!({"spec": {"nullable": null, "defaulted": null}}));
+        s.default(&mut obj);
+        assert_eq!(obj, json!({"spec": {"nullable": null, "defaulted": "d"}}));
+    }
+}
