@@ -1,0 +1,17 @@
+//! Typed requests and responses.
+
+pub mod agent;
+pub mod cluster;
+pub mod config;
+pub mod node;
+pub mod snapshot;
+pub mod storage;
+pub mod vm;
+
+pub use agent::*;
+pub use cluster::*;
+pub use config::*;
+pub use node::*;
+pub use snapshot::*;
+pub use storage::*;
+pub use vm::*;
