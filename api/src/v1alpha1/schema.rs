@@ -1,0 +1,208 @@
+//! Schema helpers that make the generated v1alpha1 schemas match capmox's CRD.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps,
+};
+use kube::CustomResourceExt;
+use schemars::Schema;
+use serde_json::Value;
+
+/// The CRD of a v1alpha1 kind exactly as capmox serves it: [`CustomResourceExt::crd`]
+/// plus the root-level fixes of [`finalize_crd`].
+pub fn finalized_crd<K: CustomResourceExt>() -> CustomResourceDefinition {
+    let mut crd = K::crd();
+    finalize_crd(&mut crd);
+    crd
+}
+
+/// Applies the root-level details kube-derive cannot express to a v1alpha1 CRD:
+/// `listKind`, the `apiVersion`/`kind`/`metadata` properties, no `title`, no
+/// `nullable` status, no required `spec` (capmox's v1alpha1 schemas do not require
+/// it) and, for ProxmoxClusterTemplate, a status subresource without status fields.
+pub fn finalize_crd(crd: &mut CustomResourceDefinition) {
+    let kind = crd.spec.names.kind.clone();
+    crd.spec.names.list_kind = Some(format!("{kind}List"));
+    for version in &mut crd.spec.versions {
+        let Some(root) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        root.title = None;
+        root.required = None;
+        let props = root.properties.get_or_insert_with(Default::default);
+        let string = || JSONSchemaProps {
+            type_: Some("string".into()),
+            ..Default::default()
+        };
+        props.insert("apiVersion".into(), string());
+        props.insert("kind".into(), string());
+        props.insert(
+            "metadata".into(),
+            JSONSchemaProps {
+                type_: Some("object".into()),
+                ..Default::default()
+            },
+        );
+        if kind == "ProxmoxClusterTemplate" {
+            props.remove("status");
+        } else if let Some(status) = props.get_mut("status") {
+            status.nullable = None;
+        }
+    }
+}
+
+/// Container transform for `IPConfigSpec`: capmox marks the defaulted `metric` required.
+pub fn ip_config_required(schema: &mut Schema) {
+    if let Some(obj) = schema.as_object_mut() {
+        let required = obj.entry("required").or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(list) = required {
+            if !list.iter().any(|v| v == "metric") {
+                list.push(Value::String("metric".into()));
+            }
+            list.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+        }
+    }
+}
+
+/// Root transform for every v1alpha1 kind: capmox's v1alpha1 schemas never mark
+/// optional fields `nullable` and do not require `spec` at the root.
+pub fn finalize_root(schema: &mut Schema) {
+    if let Some(obj) = schema.as_object_mut() {
+        obj.remove("required");
+    }
+    with_value(schema, strip_null);
+}
+
+/// Recursively removes `null` from `type` arrays and drops `nullable` markers.
+fn strip_null(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::Array(types)) = map.get_mut("type") {
+                types.retain(|t| t != "null");
+                if types.len() == 1 {
+                    let single = types.remove(0);
+                    map.insert("type".into(), single);
+                }
+            }
+            map.remove("nullable");
+            if let Some(Value::Array(values)) = map.get_mut("enum") {
+                values.retain(|v| !v.is_null());
+            }
+            unwrap_nullable_any_of(map);
+            for child in map.values_mut() {
+                strip_null(child);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_null),
+        _ => {}
+    }
+}
+
+/// Schema of an unsigned Go integer that controller-gen renders without a format.
+pub fn int_no_format(_: &mut schemars::SchemaGenerator) -> Schema {
+    schemars::json_schema!({ "type": "integer" })
+}
+
+/// Optional variant of [`int_no_format`].
+pub fn opt_int_no_format(_: &mut schemars::SchemaGenerator) -> Schema {
+    schemars::json_schema!({ "type": "integer" })
+}
+
+/// Pattern of a Proxmox tag.
+pub const TAG_PATTERN: &str = r"^(?i)[a-z0-9_][a-z0-9_\-\+\.]*$";
+
+/// Rules capmox puts on a ProxmoxMachine's `spec` but not on the same type
+/// embedded in templates or in a cluster's `cloneSpec`.
+pub const MACHINE_ONLY_RULES: [&str; 2] = [
+    "[has(self.sourceNode), has(self.templateSelector)].exists_one(c, c)",
+    "[has(self.templateID), has(self.templateSelector)].exists_one(c, c)",
+];
+
+/// Rule capmox puts on a ProxmoxCluster's `spec` but not on the template's copy.
+pub const CLUSTER_ONLY_RULES: [&str; 1] = ["self.ipv4Config != null || self.ipv6Config != null"];
+
+/// Container transform for a top-level `spec`/`status` type: strips `nullable`.
+pub fn finalize(schema: &mut Schema) {
+    with_value(schema, strip_null);
+}
+
+/// Removes the validation rules in `rules` from the top level of `schema`.
+pub fn remove_rules(schema: &mut Schema, rules: &[&str]) {
+    with_value(schema, |v| remove_rules_value(v, rules));
+}
+
+fn remove_rules_value(value: &mut Value, rules: &[&str]) {
+    let Some(obj) = value.as_object_mut() else {
+        return;
+    };
+    let empty = match obj.get_mut("x-kubernetes-validations") {
+        Some(Value::Array(list)) => {
+            list.retain(|v| {
+                v.get("rule")
+                    .and_then(Value::as_str)
+                    .is_none_or(|r| !rules.contains(&r))
+            });
+            list.is_empty()
+        }
+        _ => false,
+    };
+    if empty {
+        obj.remove("x-kubernetes-validations");
+    }
+}
+
+/// Field transform: drops the ProxmoxMachine-only rules from an embedded machine spec.
+pub fn embedded_machine_spec(schema: &mut Schema) {
+    remove_rules(schema, &MACHINE_ONLY_RULES);
+}
+
+/// Field transform: drops the ProxmoxMachine-only rules from the values of a machine spec map.
+pub fn embedded_machine_spec_map(schema: &mut Schema) {
+    if let Some(values) = schema
+        .as_object_mut()
+        .and_then(|o| o.get_mut("additionalProperties"))
+    {
+        remove_rules_value(values, &MACHINE_ONLY_RULES);
+    }
+}
+
+/// Field transform: drops the ProxmoxCluster-only rule from an embedded cluster spec.
+pub fn embedded_cluster_spec(schema: &mut Schema) {
+    remove_rules(schema, &CLUSTER_ONLY_RULES);
+}
+
+/// Replaces `anyOf: [X, {type: null}]` (schemars' shape for `Option<X>`) by `X`.
+fn unwrap_nullable_any_of(map: &mut serde_json::Map<String, Value>) {
+    let Some(Value::Array(options)) = map.get("anyOf") else {
+        return;
+    };
+    let is_null = |v: &Value| {
+        v.get("type") == Some(&Value::String("null".into()))
+            || v.get("const") == Some(&Value::Null)
+            || v.get("enum") == Some(&Value::Array(vec![Value::Null]))
+    };
+    let non_null: Vec<Value> = options.iter().filter(|v| !is_null(v)).cloned().collect();
+    if non_null.len() != 1 || non_null.len() == options.len() {
+        return;
+    }
+    map.remove("anyOf");
+    if let Some(Value::Object(inner)) = non_null.into_iter().next() {
+        for (k, v) in inner {
+            map.entry(k).or_insert(v);
+        }
+    }
+}
+
+/// Runs `f` on the JSON object behind `schema` (boolean schemas are left alone).
+fn with_value(schema: &mut Schema, f: impl FnOnce(&mut Value)) {
+    if let Some(obj) = schema.as_object_mut() {
+        let mut value = Value::Object(std::mem::take(obj));
+        f(&mut value);
+        if let Value::Object(map) = value {
+            *obj = map;
+        }
+    }
+}
