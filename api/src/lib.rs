@@ -1,5 +1,13 @@
 //! capmox-compatible API types for the `infrastructure.cluster.x-k8s.io` group.
+//!
+//! * [`v1alpha2`]: the storage version (CAPI v1beta2 contract).
+//! * [`v1alpha1`]: the older served version (CAPI v1beta1 contract).
+//! * [`conversion`]: pure v1alpha1 ⇄ v1alpha2 conversion.
+//! * [`crd`]: the merged, labelled CRDs written to `config/crd/bases/` by the `crdgen` binary.
+//! * [`consts`]: finalizers, labels and annotations.
 
+pub mod consts;
 pub mod conversion;
+pub mod crd;
 pub mod v1alpha1;
 pub mod v1alpha2;

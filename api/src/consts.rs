@@ -1,0 +1,43 @@
+//! Well-known names shared by the API, the controllers and the webhooks: group, finalizers, labels
+//! and annotations (capmox v0.9 spellings).
+
+/// API group of every kind in this crate.
+pub const GROUP: &str = "infrastructure.cluster.x-k8s.io";
+
+/// Finalizer on `ProxmoxCluster` objects.
+pub const CLUSTER_FINALIZER: &str = "proxmoxcluster.infrastructure.cluster.x-k8s.io";
+/// Finalizer on `ProxmoxMachine` objects.
+pub const MACHINE_FINALIZER: &str = "proxmoxmachine.infrastructure.cluster.x-k8s.io";
+/// Finalizer on credentials Secrets referenced by a `ProxmoxCluster`.
+pub const SECRET_FINALIZER: &str = "proxmoxcluster.infrastructure.cluster.x-k8s.io/secret";
+
+/// Label on every object of this provider (and on the CRDs).
+pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider";
+/// Value of [`PROVIDER_LABEL`].
+pub const PROVIDER_NAME: &str = "infrastructure-proxmox";
+/// CRD label naming the API versions served for the CAPI v1beta1 contract.
+pub const CONTRACT_LABEL_V1BETA1: &str = "cluster.x-k8s.io/v1beta1";
+/// CRD label naming the API versions served for the CAPI v1beta2 contract.
+pub const CONTRACT_LABEL_V1BETA2: &str = "cluster.x-k8s.io/v1beta2";
+
+/// Label with the name of the CAPI cluster an object belongs to.
+pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+/// Label with the zone of IP pools, claims and machines.
+pub const PROXMOX_ZONE_LABEL: &str = "topology.kubernetes.io/proxmox-zone";
+/// Zone name used when none is given.
+pub const DEFAULT_ZONE: &str = "default";
+
+/// Annotation on created IP pools: `ipv4` or `ipv6`.
+pub const IP_FAMILY_ANNOTATION: &str = "ipam.capmox.cluster.x-k8s.io/ip-family";
+/// Annotation on IP pools with the metric of the default route.
+pub const GATEWAY_METRIC_ANNOTATION: &str = "ipam.capmox.cluster.x-k8s.io/gateway-metric";
+/// Legacy spelling of [`GATEWAY_METRIC_ANNOTATION`], still written and read.
+pub const LEGACY_METRIC_ANNOTATION: &str = "metric";
+/// Annotation on IPAddressClaims with the position of the pool on its NIC.
+pub const POOL_REF_COUNTER_ANNOTATION: &str = "ipam.capmox.cluster.x-k8s.io/pool-ref-counter";
+/// Annotation on IPAddressClaims for default pools (`"true"`).
+pub const DEFAULT_GATEWAY_ANNOTATION: &str = "ipam.capmox.cluster.x-k8s.io/default-gateway";
+/// Annotation keeping the hub object across a down- and up-conversion.
+pub const CONVERSION_DATA_ANNOTATION: &str = "cluster.x-k8s.io/conversion-data";
+/// Annotation/label pausing reconciliation of an object.
+pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";

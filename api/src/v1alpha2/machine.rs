@@ -1,0 +1,253 @@
+//! `ProxmoxMachine` (v1alpha2): one Proxmox VE virtual machine backing a Cluster API `Machine`.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::machine_status::ProxmoxMachineStatus;
+use super::network::NetworkSpec;
+
+/// CEL rule on `ProxmoxMachine.spec` only: exactly one of `sourceNode` / `templateSelector`.
+pub const RULE_MACHINE_SOURCE_NODE_XOR_SELECTOR: &str =
+    "[has(self.sourceNode), has(self.templateSelector)].exists_one(c, c)";
+/// CEL rule on `ProxmoxMachine.spec` only: exactly one of `templateID` / `templateSelector`.
+pub const RULE_MACHINE_TEMPLATE_ID_XOR_SELECTOR: &str =
+    "[has(self.templateID), has(self.templateSelector)].exists_one(c, c)";
+
+/// Desired state of a `ProxmoxMachine`: where to clone the VM from, how to size it and how to wire its NICs.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1alpha2",
+    kind = "ProxmoxMachine",
+    doc = "ProxmoxMachine is one Proxmox VE virtual machine backing a Cluster API Machine (v1alpha2).",
+    plural = "proxmoxmachines",
+    singular = "proxmoxmachine",
+    namespaced,
+    status = "ProxmoxMachineStatus",
+    shortname = "moxm",
+    category = "cluster-api",
+    category = "proxmox",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn = r#"{"name":"Cluster","type":"string","description":"Cluster to which this ProxmoxMachine belongs","jsonPath":".metadata.labels.cluster\\.x-k8s\\.io/cluster-name"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","description":"Machine ready status","jsonPath":".status.initialization.provisioned"}"#,
+    printcolumn = r#"{"name":"Node","type":"string","description":"Proxmox Node that the machine was deployed on","jsonPath":".status.proxmoxNode"}"#,
+    printcolumn = r#"{"name":"Provider_ID","type":"string","description":"Provider ID","jsonPath":".spec.providerID"}"#,
+    printcolumn = r#"{"name":"Machine","type":"string","description":"Machine object which owns with this ProxmoxMachine","jsonPath":".metadata.ownerReferences[?(@.kind==\"Machine\")].name"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": RULE_MACHINE_SOURCE_NODE_XOR_SELECTOR, "message": "must define either a SourceNode with a TemplateID or a TemplateSelector"},
+    {"rule": RULE_MACHINE_TEMPLATE_ID_XOR_SELECTOR, "message": "must define either a SourceNode with a TemplateID or a TemplateSelector"},
+    {"rule": "self.full || !has(self.format)", "message": "Must set full=true when specifying format"},
+    {"rule": "self.full || !has(self.storage)", "message": "Must set full=true when specifying storage"},
+    {"rule": "has(self.templateSelector) || (has(self.templateID) && has(self.sourceNode))", "message": "Must specify either templateID or templateSelector"}
+]))]
+pub struct ProxmoxMachineSpec {
+    /// Proxmox nodes this machine may be placed on; overrides the cluster's list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
+    pub allowed_nodes: Option<Vec<String>>,
+
+    /// Readiness checks to skip while provisioning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<ProxmoxMachineChecks>,
+
+    /// Description set on the VM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+
+    /// Disks of the VM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disks: Option<Storage>,
+
+    /// Disk format of a full clone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<TargetFileStorageFormat>,
+
+    /// Whether to make a full clone (true, the default) or a linked clone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = true))]
+    pub full: Option<bool>,
+
+    /// Memory of the VM in MiB; the template's value when unset.
+    #[serde(rename = "memoryMiB", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0), extend("multipleOf" = 8))]
+    pub memory_mib: Option<i32>,
+
+    /// Settings for the cloud-init meta-data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_settings: Option<MetadataSettings>,
+
+    /// Network devices, routes and VRFs of the VM.
+    pub network: NetworkSpec,
+
+    /// Cores per socket; the template's value when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub num_cores: Option<i32>,
+
+    /// Number of CPU sockets; the template's value when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub num_sockets: Option<i32>,
+
+    /// Proxmox resource pool to add the VM to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+
+    /// `proxmox://<uuid>`; set by the controller from the VM's SMBIOS UUID.
+    #[serde(rename = "providerID", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 46, max = 46),
+        regex(
+            pattern = r"^proxmox://[a-fA-F0-9]{8}-[a-fA-F0-9]{4}-[a-fA-F0-9]{4}-[a-fA-F0-9]{4}-[a-fA-F0-9]{12}$"
+        )
+    )]
+    pub provider_id: Option<String>,
+
+    /// Snapshot of the template to clone from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snap_name: Option<String>,
+
+    /// Node holding the template; the clone is started there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub source_node: Option<String>,
+
+    /// Target storage of a full clone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<String>,
+
+    /// Extra Proxmox tags for the VM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1),
+        inner(regex(pattern = r"^(?i)[a-z0-9_][a-z0-9_\-\+\.]*$")),
+        extend("x-kubernetes-list-type" = "set")
+    )]
+    pub tags: Option<Vec<String>>,
+
+    /// VMID of the template to clone; takes precedence over `templateSelector`.
+    #[serde(rename = "templateID", default, skip_serializing_if = "Option::is_none")]
+    pub template_id: Option<i32>,
+
+    /// Selects the template by its Proxmox tags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_selector: Option<TemplateSelector>,
+
+    /// VMID of the created VM; set by the controller.
+    #[serde(rename = "virtualMachineID", default, skip_serializing_if = "Option::is_none")]
+    pub virtual_machine_id: Option<i64>,
+
+    /// Range to pick the VMID of the new VM from.
+    #[serde(rename = "vmIDRange", default, skip_serializing_if = "Option::is_none")]
+    pub vm_id_range: Option<VmIdRange>,
+}
+
+/// Selects a template VM by its tags.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateSelector {
+    /// How the tags of a template are compared with `matchTags`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "exact"))]
+    pub match_policy: Option<TemplateMatchPolicy>,
+
+    /// Tags the template must carry.
+    #[schemars(
+        length(min = 1),
+        inner(regex(pattern = r"^(?i)[a-z0-9_][a-z0-9_\-\+\.]*$")),
+        extend("x-kubernetes-list-type" = "set")
+    )]
+    pub match_tags: Vec<String>,
+}
+
+/// How a template's tags are matched.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum TemplateMatchPolicy {
+    /// The template's tags equal `matchTags`.
+    #[default]
+    Exact,
+    /// Exactly one template has all of `matchTags`.
+    UniqueSubset,
+    /// Of the templates that have all of `matchTags`, the one with the fewest other tags.
+    BestSubset,
+}
+
+/// Disk format of a full clone.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetFileStorageFormat {
+    /// Raw disk image.
+    Raw,
+    /// QEMU copy-on-write image.
+    Qcow2,
+    /// VMware disk image.
+    Vmdk,
+}
+
+/// Disks of the VM.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Storage {
+    /// The boot disk; cannot be changed after creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self == oldSelf", "message": "Value is immutable"}
+    ]))]
+    pub boot_volume: Option<DiskSize>,
+}
+
+/// A disk and its size.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiskSize {
+    /// Proxmox disk slot, e.g. `scsi0`.
+    #[schemars(length(min = 1))]
+    pub disk: String,
+
+    /// Size in GiB the disk is grown to (never shrunk).
+    #[schemars(range(min = 5))]
+    pub size_gb: i32,
+}
+
+/// Readiness checks that can be skipped.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProxmoxMachineChecks {
+    /// Do not wait for `cloud-init status` to report completion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_cloud_init_status: Option<bool>,
+
+    /// Do not wait for the QEMU guest agent (also skips the cloud-init check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_qemu_guest_agent: Option<bool>,
+}
+
+/// Settings for the generated cloud-init meta-data.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetadataSettings {
+    /// Add `provider-id: proxmox://<uuid>` to the meta-data.
+    #[serde(rename = "providerIDInjection")]
+    pub provider_id_injection: bool,
+}
+
+/// Inclusive range of VMIDs.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.end >= self.start", "message": "end should be greater than or equal to start"}
+]))]
+pub struct VmIdRange {
+    /// Highest VMID to use.
+    #[schemars(range(min = 100, max = 999_999_999))]
+    pub end: i64,
+
+    /// Lowest VMID to use.
+    #[schemars(range(min = 100, max = 999_999_999))]
+    pub start: i64,
+}

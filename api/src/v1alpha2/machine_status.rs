@@ -1,0 +1,101 @@
+//! Observed state of a v1alpha2 `ProxmoxMachine`.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::{InitializationStatus, MachineAddress};
+
+/// Observed state of a `ProxmoxMachine`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProxmoxMachineStatus {
+    /// Addresses of the machine (host name and internal IPs) reported to Cluster API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub addresses: Option<Vec<MachineAddress>>,
+
+    /// True once bootstrap data has been handed to the VM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_data_provided: Option<bool>,
+
+    /// Conditions of the machine (`Ready`, `VirtualMachineProvisioned`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::conditions")]
+    pub conditions: Option<Vec<Condition>>,
+
+    /// Initialization state for Cluster API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initialization: Option<InitializationStatus>,
+
+    /// IP addresses allocated per NIC (plus a synthetic `default` entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["net"]))]
+    pub ip_addresses: Option<Vec<IpAddressesSpec>>,
+
+    /// Guest network state (declared for compatibility, not populated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub network: Option<Vec<NetworkStatus>>,
+
+    /// Proxmox node the VM lives on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxmox_node: Option<String>,
+
+    /// Do not retry a failed Proxmox task before this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::date_time")]
+    pub retry_after: Option<Time>,
+
+    /// UPID of the Proxmox task in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_ref: Option<String>,
+
+    /// Coarse VM state: `notfound`, `pending` or `ready` (see [`super::VM_STATUS_READY`] and friends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_status: Option<String>,
+}
+
+/// IP addresses of one NIC.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IpAddressesSpec {
+    /// IPv4 addresses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
+    pub ipv4: Option<Vec<String>>,
+
+    /// IPv6 addresses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
+    pub ipv6: Option<Vec<String>>,
+
+    /// NIC slot name, or `default` for addresses from the default pools.
+    #[schemars(length(min = 4), regex(pattern = r"^(net[0-9]+|default)$"))]
+    pub net: String,
+}
+
+/// State of one guest network interface.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkStatus {
+    /// Whether the interface is connected.
+    pub connected: bool,
+
+    /// Addresses on the interface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
+    pub ip_addrs: Option<Vec<String>>,
+
+    /// MAC address of the interface.
+    #[schemars(
+        length(min = 17, max = 17),
+        regex(pattern = r"^([0-9A-Fa-f]{2}[:]){5}([0-9A-Fa-f]{2})$")
+    )]
+    pub mac_addr: String,
+
+    /// NIC slot name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 4), regex(pattern = r"^net[0-9]+$"))]
+    pub network_name: Option<String>,
+}
