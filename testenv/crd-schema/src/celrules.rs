@@ -162,13 +162,16 @@ impl Rule {
                 ));
                 Outcome::Skipped
             }
-            Err(e) => match classify(&e) {
-                Some(text) => Outcome::Error(text),
-                None => {
-                    self.mark_unsupported(format!("the cel crate cannot evaluate it: {e}"));
-                    Outcome::Skipped
+            Err(e) => {
+                let e = first_error(program.expression(), &ctx).unwrap_or(e);
+                match classify(&e) {
+                    Some(text) => Outcome::Error(text),
+                    None => {
+                        self.mark_unsupported(format!("the cel crate cannot evaluate it: {e}"));
+                        Outcome::Skipped
+                    }
                 }
-            },
+            }
         }
     }
 
@@ -182,6 +185,23 @@ impl Rule {
             }
         }
         self.message_or_default()
+    }
+}
+
+/// cel-go reports the left operand's error when both operands of `||`/`&&` fail; the cel crate
+/// reports the right one. Re-evaluates left operands to find the error cel-go would return.
+fn first_error(expr: &cel::IdedExpr, ctx: &cel::Context) -> Option<cel::ExecutionError> {
+    use cel::common::ast::{Expr, operators};
+    let Expr::Call(call) = &expr.expr else {
+        return None;
+    };
+    let logical = call.func_name == operators::LOGICAL_OR || call.func_name == operators::LOGICAL_AND;
+    if !logical || call.args.len() != 2 {
+        return None;
+    }
+    match cel::Value::resolve(&call.args[0], ctx) {
+        Err(e) => Some(first_error(&call.args[0], ctx).unwrap_or(e)),
+        Ok(_) => first_error(&call.args[1], ctx),
     }
 }
 
@@ -210,5 +230,297 @@ fn cel_value_text(v: &cel::Value) -> String {
         cel::Value::UInt(u) => u.to_string(),
         cel::Value::String(s) => s.to_string(),
         other => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::celvalue::to_cel;
+    use crate::node;
+    use serde_json::json;
+
+    fn eval(rule: &str, schema: Value, this: Value, old: Option<Value>) -> Outcome {
+        let mut rules = Vec::new();
+        let n = node::parse(&schema, "s", &mut rules).unwrap();
+        let r = Rule::parse(&json!({"rule": rule}), "s").unwrap();
+        assert!(
+            r.unsupported_reason().is_none(),
+            "{rule}: {:?}",
+            r.unsupported_reason()
+        );
+        let out = r.evaluate(
+            &to_cel(&this, Some(&n)),
+            old.map(|o| to_cel(&o, Some(&n))).as_ref(),
+        );
+        assert!(
+            r.unsupported_reason().is_none(),
+            "{rule}: {:?}",
+            r.unsupported_reason()
+        );
+        out
+    }
+
+    fn obj(props: Value) -> Value {
+        json!({"type": "object", "properties": props})
+    }
+
+    #[test]
+    fn has_and_exists_one() {
+        let s = obj(
+            json!({"templateID": {"type": "integer"}, "sourceNode": {"type": "string"},
+            "templateSelector": {"type": "object", "properties": {"matchTags": {"type": "array", "items": {"type": "string"}}}}}),
+        );
+        let r = "[has(self.templateID), has(self.templateSelector)].exists_one(c, c)";
+        assert_eq!(eval(r, s.clone(), json!({"templateID": 1}), None), Outcome::Pass);
+        assert!(matches!(eval(r, s.clone(), json!({}), None), Outcome::Fail(_)));
+        assert!(matches!(
+            eval(
+                r,
+                s.clone(),
+                json!({"templateID": 1, "templateSelector": {"matchTags": []}}),
+                None
+            ),
+            Outcome::Fail(_)
+        ));
+        let r = "has(self.templateSelector) || (has(self.templateID) && has(self.sourceNode))";
+        assert_eq!(
+            eval(r, s.clone(), json!({"templateID": 1, "sourceNode": "pve"}), None),
+            Outcome::Pass
+        );
+        assert!(matches!(
+            eval(r, s.clone(), json!({"templateID": 1}), None),
+            Outcome::Fail(_)
+        ));
+        // null-valued optional fields count as absent
+        assert!(matches!(
+            eval(r, s, json!({"templateSelector": null}), None),
+            Outcome::Fail(_)
+        ));
+    }
+
+    #[test]
+    fn null_comparisons_and_absent_fields() {
+        let s = obj(
+            json!({"ipv4Config": {"type": "object", "properties": {"a": {"type": "string"}}},
+            "ipv6Config": {"type": "object", "properties": {"a": {"type": "string"}}}}),
+        );
+        let r = "self.ipv4Config != null || self.ipv6Config != null";
+        assert_eq!(eval(r, s.clone(), json!({"ipv4Config": {}}), None), Outcome::Pass);
+        assert_eq!(
+            eval(r, s.clone(), json!({"ipv6Config": {"a": "x"}}), None),
+            Outcome::Pass
+        );
+        assert_eq!(
+            eval(r, s, json!({}), None),
+            Outcome::Error("no such key: ipv4Config".to_string())
+        );
+    }
+
+    #[test]
+    fn numbers() {
+        let int = json!({"type": "integer"});
+        for (rule, ok, bad) in [
+            ("self == 1 || ( self >= 576 && self <= 65520)", 1500, 100),
+            ("(self > 0 && self < 254) || (self > 255)", 100, 254),
+            ("(self > 0 && self < 32765) || (self > 32766)", 32767, 32766),
+        ] {
+            assert_eq!(eval(rule, int.clone(), json!(ok), None), Outcome::Pass, "{rule}");
+            assert!(
+                matches!(eval(rule, int.clone(), json!(bad), None), Outcome::Fail(_)),
+                "{rule}"
+            );
+        }
+        let s = obj(
+            json!({"start": {"type": "integer"}, "end": {"type": "integer"}, "port": {"type": "integer"}}),
+        );
+        assert_eq!(
+            eval(
+                "self.end >= self.start",
+                s.clone(),
+                json!({"start": 1, "end": 2}),
+                None
+            ),
+            Outcome::Pass
+        );
+        assert!(matches!(
+            eval(
+                "self.end >= self.start",
+                s.clone(),
+                json!({"start": 3, "end": 2}),
+                None
+            ),
+            Outcome::Fail(_)
+        ));
+        assert_eq!(
+            eval(
+                "self.port > 0 && self.port < 65536",
+                s.clone(),
+                json!({"port": 6443}),
+                None
+            ),
+            Outcome::Pass
+        );
+        assert!(matches!(
+            eval(
+                "self.port > 0 && self.port < 65536",
+                s,
+                json!({"port": 70000}),
+                None
+            ),
+            Outcome::Fail(_)
+        ));
+        let num = json!({"type": "number"});
+        assert_eq!(
+            eval("self > 1.5", num, json!(2), None),
+            Outcome::Pass,
+            "number is double even when integral"
+        );
+    }
+
+    #[test]
+    fn strings_and_lists() {
+        let st = json!({"type": "string"});
+        assert_eq!(
+            eval("self != 'net0'", st.clone(), json!("net1"), None),
+            Outcome::Pass
+        );
+        assert!(matches!(
+            eval("self != 'net0'", st.clone(), json!("net0"), None),
+            Outcome::Fail(_)
+        ));
+        let r = "!(self in ['Ready','Available','HealthCheckSucceeded','OwnerRemediated','ExternallyRemediated'])";
+        assert_eq!(eval(r, st.clone(), json!("Custom"), None), Outcome::Pass);
+        assert!(matches!(
+            eval(r, st.clone(), json!("Ready"), None),
+            Outcome::Fail(_)
+        ));
+        let r = "self.contains('/') ? ( self.split('/') [0].size() <= 253 && self.split('/') [1].size() <= 63 && self.split('/').size() == 2 ) : self.size() <= 63";
+        assert_eq!(eval(r, st.clone(), json!("example.com/key"), None), Outcome::Pass);
+        assert!(matches!(
+            eval(r, st.clone(), json!("a/b/c"), None),
+            Outcome::Fail(_)
+        ));
+        assert!(matches!(
+            eval(r, st.clone(), json!("x".repeat(64)), None),
+            Outcome::Fail(_)
+        ));
+        assert_eq!(
+            eval("self.matches('^net[0-9]+$')", st.clone(), json!("net3"), None),
+            Outcome::Pass
+        );
+        assert_eq!(
+            eval(
+                "self.startsWith('proxmox://')",
+                st.clone(),
+                json!("proxmox://x"),
+                None
+            ),
+            Outcome::Pass
+        );
+        let s = obj(json!({"apiGroup": {"type": "string"}, "kind": {"type": "string"},
+            "addresses": {"type": "array", "items": {"type": "string"}}, "full": {"type": "boolean"}, "format": {"type": "string"}}));
+        assert_eq!(
+            eval(
+                "self.apiGroup == 'ipam.cluster.x-k8s.io'",
+                s.clone(),
+                json!({"apiGroup": "ipam.cluster.x-k8s.io"}),
+                None
+            ),
+            Outcome::Pass
+        );
+        assert_eq!(
+            eval(
+                "self.kind == 'InClusterIPPool' || self.kind == 'GlobalInClusterIPPool'",
+                s.clone(),
+                json!({"kind": "GlobalInClusterIPPool"}),
+                None
+            ),
+            Outcome::Pass
+        );
+        assert!(matches!(
+            eval(
+                "self.addresses.size() > 0",
+                s.clone(),
+                json!({"addresses": []}),
+                None
+            ),
+            Outcome::Fail(_)
+        ));
+        assert_eq!(
+            eval(
+                "self.addresses.all(a, a.size() > 3)",
+                s.clone(),
+                json!({"addresses": ["10.0.0.1"]}),
+                None
+            ),
+            Outcome::Pass
+        );
+        assert_eq!(
+            eval(
+                "self.full || !has(self.format)",
+                s.clone(),
+                json!({"full": false}),
+                None
+            ),
+            Outcome::Pass
+        );
+        assert!(matches!(
+            eval(
+                "self.full || !has(self.format)",
+                s,
+                json!({"full": false, "format": "raw"}),
+                None
+            ),
+            Outcome::Fail(_)
+        ));
+    }
+
+    #[test]
+    fn transition_rule() {
+        let st = json!({"type": "string"});
+        let r = Rule::parse(
+            &json!({"rule": "self == oldSelf", "message": "Value is immutable"}),
+            "s",
+        )
+        .unwrap();
+        assert!(r.is_transition);
+        let mut rules = Vec::new();
+        let n = node::parse(&st, "s", &mut rules).unwrap();
+        let a = to_cel(&json!("a"), Some(&n));
+        let b = to_cel(&json!("b"), Some(&n));
+        assert_eq!(r.evaluate(&a, Some(&a)), Outcome::Pass);
+        assert_eq!(
+            r.evaluate(&a, Some(&b)),
+            Outcome::Fail("Value is immutable".to_string())
+        );
+    }
+
+    #[test]
+    fn message_expression_and_default_message() {
+        let mut rules = Vec::new();
+        let n = node::parse(&json!({"type": "integer"}), "s", &mut rules).unwrap();
+        let v = to_cel(&json!(5), Some(&n));
+        let r = Rule::parse(
+            &json!({"rule": "self > 10", "messageExpression": "'got ' + string(self)"}),
+            "s",
+        )
+        .unwrap();
+        assert_eq!(r.evaluate(&v, None), Outcome::Fail("got 5".to_string()));
+        let r = Rule::parse(&json!({"rule": "self > 10"}), "s").unwrap();
+        assert_eq!(
+            r.evaluate(&v, None),
+            Outcome::Fail("failed rule: self > 10".to_string())
+        );
+    }
+
+    #[test]
+    fn unsupported_rules_are_skipped() {
+        let r = Rule::parse(&json!({"rule": "self.(("}), "s").unwrap();
+        assert!(r.unsupported_reason().is_some());
+        assert_eq!(r.evaluate(&cel::Value::Null, None), Outcome::Skipped);
+        let r = Rule::parse(&json!({"rule": "self.noSuchFunction()"}), "s").unwrap();
+        assert_eq!(r.evaluate(&cel::Value::Int(1), None), Outcome::Skipped);
+        assert!(r.unsupported_reason().is_some());
     }
 }

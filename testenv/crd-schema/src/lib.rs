@@ -11,8 +11,10 @@
 
 mod celrules;
 mod celvalue;
+mod celwalk;
 mod defaulting;
 mod error;
+mod formats;
 mod gofmt;
 mod listtype;
 mod node;
