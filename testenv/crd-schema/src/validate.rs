@@ -443,3 +443,7 @@ fn object_checks(
         }
     }
 }
+
+#[cfg(test)]
+#[path = "validate_tests.rs"]
+mod tests;
