@@ -1,1 +1,29 @@
-//! Proxmox VE API simulator.
+//! pve-sim: a faithful Proxmox VE 8.4 API simulator for development, tests, demos and load tests.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), pve_sim::SimError> {
+//! let sim = pve_sim::SimServer::start(pve_sim::SimConfig::default()).await?;
+//! println!("{} {}", sim.url(), sim.token_id());
+//! sim.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod api;
+pub mod auth;
+pub mod error;
+pub mod iso;
+pub mod multipart;
+pub mod params;
+pub mod propstr;
+pub mod redact;
+pub mod scenario;
+pub mod server;
+pub mod state;
+pub mod tasks;
+pub mod tls;
+pub mod validate;
+
+pub use error::ApiError;
+pub use scenario::{CloudInitResult, EndpointFault, FaultSpec, GuestSpec, LatencySpec, Profile, Scenario};
+pub use server::{SimConfig, SimError, SimServer};
+pub use state::{Cluster, PowerState, SimState, VmView};

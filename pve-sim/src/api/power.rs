@@ -1,0 +1,229 @@
+//! `status/current` and the power actions, with PVE's sync-vs-task failure rules.
+
+use serde_json::json;
+
+use super::config::{conf_missing, find_missing};
+use super::{Ctx, HandlerResult, Reply, check_node};
+use crate::error::ApiError;
+use crate::params::Params;
+use crate::state::{Cluster, PowerState};
+use crate::tasks::{self, TaskRun, TaskSpec};
+
+/// `GET .../status/current`.
+pub fn current(ctx: &Ctx, p: &Params) -> HandlerResult {
+    let node = p.node();
+    check_node(ctx, &node)?;
+    let vmid = p.vmid()?;
+    ctx.state.with(|c| {
+        let vm = c.vm_on(&node, vmid).ok_or_else(|| conf_missing(&node, vmid))?;
+        Ok(Reply::data(vm.status_json(c.ha.get(&vmid))))
+    })
+}
+
+fn spawn(ctx: &Ctx, c: &mut Cluster, node: &str, kind: &'static str, vmid: u32, run: TaskRun) -> String {
+    let spec = TaskSpec {
+        node: node.to_string(),
+        kind,
+        id: vmid.to_string(),
+        user: ctx.user.clone(),
+        latency_key: kind.to_string(),
+        log: Vec::new(),
+    };
+    tasks::start(&ctx.state, c, spec, run, None)
+}
+
+fn check_skiplock(ctx: &Ctx, p: &Params) -> Result<bool, ApiError> {
+    if p.has("skiplock") && ctx.user != "root@pam" {
+        return Err(ApiError::param("skiplock", "Only root may use this option."));
+    }
+    Ok(p.bool("skiplock").unwrap_or(false))
+}
+
+/// `POST .../status/start`: every failure is reported inside the task.
+pub fn start(ctx: &Ctx, p: &Params) -> HandlerResult {
+    let node = p.node();
+    check_node(ctx, &node)?;
+    let vmid = p.vmid()?;
+    let skiplock = check_skiplock(ctx, p)?;
+    ctx.state.with(|c| {
+        let ha = c.ha.contains_key(&vmid);
+        let kind = if ha { "hastart" } else { "qmstart" };
+        let n = node.clone();
+        let upid = spawn(
+            ctx,
+            c,
+            &node,
+            kind,
+            vmid,
+            Box::new(move |c: &mut Cluster| {
+                if let Some(h) = c.ha.get_mut(&vmid) {
+                    h.state = "started".into();
+                }
+                let vm = c
+                    .vm_on_mut(&n, vmid)
+                    .ok_or_else(|| conf_missing(&n, vmid).message)?;
+                if !skiplock && vm.lock() != Some("suspended") {
+                    vm.check_lock()?;
+                }
+                if vm.is_template() {
+                    return Err("you can't start a vm if it's a template".into());
+                }
+                if vm.is_running() {
+                    return Err(format!("VM {vmid} already running"));
+                }
+                if vm.lock() == Some("suspended") {
+                    vm.config.remove("lock");
+                }
+                vm.apply_pending();
+                vm.set_power(PowerState::Running);
+                Ok(vec![format!("start VM {vmid}: UPID")])
+            }),
+        );
+        Ok(Reply::data(json!(upid)))
+    })
+}
+
+/// `POST .../status/stop`: stopping a stopped VM is an OK no-op task.
+pub fn stop(ctx: &Ctx, p: &Params) -> HandlerResult {
+    let node = p.node();
+    check_node(ctx, &node)?;
+    let vmid = p.vmid()?;
+    let skiplock = check_skiplock(ctx, p)?;
+    ctx.state.with(|c| {
+        let kind = if c.ha.contains_key(&vmid) {
+            "hastop"
+        } else {
+            "qmstop"
+        };
+        let n = node.clone();
+        let upid = spawn(
+            ctx,
+            c,
+            &node,
+            kind,
+            vmid,
+            Box::new(move |c: &mut Cluster| stop_vm(c, &n, vmid, skiplock)),
+        );
+        Ok(Reply::data(json!(upid)))
+    })
+}
+
+fn stop_vm(c: &mut Cluster, node: &str, vmid: u32, skiplock: bool) -> Result<Vec<String>, String> {
+    if let Some(h) = c.ha.get_mut(&vmid) {
+        h.state = "stopped".into();
+    }
+    let vm = c.vm_on_mut(node, vmid).ok_or_else(|| find_missing(node, vmid))?;
+    if !vm.is_running() {
+        return Ok(Vec::new());
+    }
+    if !skiplock {
+        vm.check_lock()?;
+    }
+    vm.set_power(PowerState::Stopped);
+    Ok(Vec::new())
+}
+
+/// `POST .../status/shutdown`.
+pub fn shutdown(ctx: &Ctx, p: &Params) -> HandlerResult {
+    let node = p.node();
+    check_node(ctx, &node)?;
+    let vmid = p.vmid()?;
+    let skiplock = check_skiplock(ctx, p)?;
+    let force = p.bool("forceStop").unwrap_or(false);
+    ctx.state.with(|c| {
+        if let Some(vm) = c.vm_on(&node, vmid)
+            && vm.power == PowerState::Paused
+            && !force
+        {
+            return Err(ApiError::server("VM is paused - cannot shutdown"));
+        }
+        let kind = if c.ha.contains_key(&vmid) {
+            "hastop"
+        } else {
+            "qmshutdown"
+        };
+        let n = node.clone();
+        let upid = spawn(
+            ctx,
+            c,
+            &node,
+            kind,
+            vmid,
+            Box::new(move |c: &mut Cluster| stop_vm(c, &n, vmid, skiplock)),
+        );
+        Ok(Reply::data(json!(upid)))
+    })
+}
+
+/// Synchronous checks of reboot/reset/suspend/resume: the VM must exist and run.
+fn check_running(c: &Cluster, node: &str, vmid: u32) -> Result<(), ApiError> {
+    let vm = c
+        .vm_on(node, vmid)
+        .ok_or_else(|| ApiError::server(find_missing(node, vmid)))?;
+    if vm.is_running() {
+        Ok(())
+    } else {
+        Err(ApiError::server(format!("VM {vmid} not running")))
+    }
+}
+
+fn simple(ctx: &Ctx, p: &Params, kind: &'static str, action: fn(&mut crate::state::Vm)) -> HandlerResult {
+    let node = p.node();
+    check_node(ctx, &node)?;
+    let vmid = p.vmid()?;
+    ctx.state.with(|c| {
+        check_running(c, &node, vmid)?;
+        let n = node.clone();
+        let upid = spawn(
+            ctx,
+            c,
+            &node,
+            kind,
+            vmid,
+            Box::new(move |c: &mut Cluster| {
+                let vm = c.vm_on_mut(&n, vmid).ok_or_else(|| find_missing(&n, vmid))?;
+                if !vm.is_running() {
+                    return Err(format!("VM {vmid} not running"));
+                }
+                action(vm);
+                Ok(Vec::new())
+            }),
+        );
+        Ok(Reply::data(json!(upid)))
+    })
+}
+
+fn restart(vm: &mut crate::state::Vm) {
+    vm.set_power(PowerState::Stopped);
+    vm.set_power(PowerState::Running);
+}
+
+/// `POST .../status/reboot`: a stopped VM fails on the call.
+pub fn reboot(ctx: &Ctx, p: &Params) -> HandlerResult {
+    simple(ctx, p, "qmreboot", restart)
+}
+
+/// `POST .../status/reset`.
+pub fn reset(ctx: &Ctx, p: &Params) -> HandlerResult {
+    check_skiplock(ctx, p)?;
+    simple(ctx, p, "qmreset", restart)
+}
+
+/// `POST .../status/suspend` (`qmpause`, or `qmsuspend` with `todisk`).
+pub fn suspend(ctx: &Ctx, p: &Params) -> HandlerResult {
+    check_skiplock(ctx, p)?;
+    if p.bool("todisk").unwrap_or(false) {
+        return simple(ctx, p, "qmsuspend", |vm| {
+            vm.set_power(PowerState::Stopped);
+            vm.config.insert("lock".into(), "suspended".into());
+            vm.touch();
+        });
+    }
+    simple(ctx, p, "qmpause", |vm| vm.set_power(PowerState::Paused))
+}
+
+/// `POST .../status/resume`.
+pub fn resume(ctx: &Ctx, p: &Params) -> HandlerResult {
+    check_skiplock(ctx, p)?;
+    simple(ctx, p, "qmresume", |vm| vm.set_power(PowerState::Running))
+}

@@ -1,0 +1,459 @@
+//! Scenario files: the cluster a simulator starts with (YAML, deserialised with serde-saphyr).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Errors while loading a scenario.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("cannot read scenario file {path}: {source}")]
+    Read {
+        /// Path of the file.
+        path: String,
+        /// Underlying I/O error.
+        source: std::io::Error,
+    },
+    /// The YAML did not parse into a scenario.
+    #[error("invalid scenario YAML: {0}")]
+    Parse(String),
+    /// The scenario is inconsistent (e.g. a template on an unknown node).
+    #[error("invalid scenario: {0}")]
+    Invalid(String),
+}
+
+/// A complete simulated cluster: nodes, storages, templates, users, timing, guest behaviour, faults.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Scenario {
+    /// Cluster name reported by `/cluster/status`.
+    pub cluster_name: String,
+    /// Cluster nodes.
+    pub nodes: Vec<NodeSpec>,
+    /// Storages (shared ones exist once, local ones on every listed node).
+    pub storages: Vec<StorageSpec>,
+    /// Templates (and plain VMs) present at start.
+    pub templates: Vec<VmSpec>,
+    /// Users with their passwords and API tokens.
+    pub users: Vec<UserSpec>,
+    /// Task and guest timings.
+    pub latency: LatencySpec,
+    /// Simulated guest behaviour.
+    pub guest: GuestSpec,
+    /// Fault injection.
+    pub faults: FaultSpec,
+}
+
+/// One cluster node.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// Node name, e.g. `pve1`.
+    pub name: String,
+    /// Number of logical CPUs.
+    #[serde(default = "default_cpus")]
+    pub cpus: u32,
+    /// Total memory in bytes.
+    #[serde(default = "default_memory")]
+    pub memory: u64,
+    /// Whether the node is online.
+    #[serde(default = "default_true")]
+    pub online: bool,
+}
+
+/// One storage definition.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StorageSpec {
+    /// Storage id, e.g. `local-lvm`.
+    pub name: String,
+    /// Plugin type, e.g. `dir`, `lvmthin`, `nfs`, `rbd`.
+    #[serde(rename = "type", default = "default_storage_type")]
+    pub kind: String,
+    /// Content types, comma separated (`iso,images`).
+    pub content: String,
+    /// Shared between all nodes.
+    #[serde(default)]
+    pub shared: bool,
+    /// Nodes the storage exists on (empty = all nodes).
+    #[serde(default)]
+    pub nodes: Vec<String>,
+    /// Capacity in bytes.
+    #[serde(default = "default_storage_size")]
+    pub total: u64,
+}
+
+/// A VM or template present at start.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VmSpec {
+    /// VMID.
+    pub vmid: u32,
+    /// Node the VM lives on.
+    pub node: String,
+    /// VM name.
+    pub name: String,
+    /// Tags joined with `;`.
+    #[serde(default)]
+    pub tags: String,
+    /// Whether it is a template (default true).
+    #[serde(default = "default_true")]
+    pub template: bool,
+    /// Further config keys (`scsi0`, `net0`, `smbios1`, `cores`, `memory`, ...), values as PVE config strings.
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+}
+
+/// A user with optional password (ticket auth) and API tokens.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct UserSpec {
+    /// `user@realm`.
+    pub userid: String,
+    /// Password for `/access/ticket` (none = no ticket login).
+    #[serde(default)]
+    pub password: Option<String>,
+    /// API tokens of this user.
+    #[serde(default)]
+    pub tokens: Vec<TokenSpec>,
+}
+
+/// An API token.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TokenSpec {
+    /// Token name (the part after `!`).
+    pub name: String,
+    /// Secret; generated at start when absent.
+    #[serde(default)]
+    pub secret: Option<String>,
+}
+
+/// Latency profile name.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// Tasks complete (nearly) immediately.
+    #[default]
+    Instant,
+    /// Durations close to real PVE (linked clone 2 s, full clone 20 s, start 3 s, agent 15 s).
+    Realistic,
+}
+
+/// Task and guest timings in milliseconds. Unset values come from the profile.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct LatencySpec {
+    /// Base profile.
+    pub profile: Profile,
+    /// Per task type overrides (`qmclone-linked`, `qmclone-full`, `qmstart`, `qmstop`, ...), milliseconds.
+    pub tasks: BTreeMap<String, u64>,
+    /// Time after start until the guest agent answers, milliseconds.
+    pub agent_ready_ms: Option<u64>,
+    /// Time after start until cloud-init is done, milliseconds.
+    pub cloud_init_done_ms: Option<u64>,
+    /// Time after creation during which `/cluster/resources` has no RRD data, milliseconds.
+    pub rrd_delay_ms: Option<u64>,
+}
+
+impl LatencySpec {
+    /// Duration of a task of the given type (`qmclone-linked` / `qmclone-full` for clones).
+    pub fn task(&self, kind: &str) -> Duration {
+        if let Some(ms) = self.tasks.get(kind) {
+            return Duration::from_millis(*ms);
+        }
+        let ms = match self.profile {
+            Profile::Instant => 0,
+            Profile::Realistic => match kind {
+                "qmclone-linked" => 2_000,
+                "qmclone-full" => 20_000,
+                "qmstart" => 3_000,
+                "qmshutdown" => 5_000,
+                "qmreboot" => 5_000,
+                "qmstop" | "qmreset" | "qmpause" | "qmresume" => 1_000,
+                "qmdestroy" => 2_000,
+                "qmconfig" => 300,
+                "resize" => 1_000,
+                "imgcopy" | "imgdel" => 1_000,
+                "qmsnapshot" | "qmdelsnapshot" => 2_000,
+                "qmtemplate" => 2_000,
+                _ => 500,
+            },
+        };
+        Duration::from_millis(ms)
+    }
+
+    /// Agent readiness delay after start.
+    pub fn agent_ready(&self) -> Duration {
+        Duration::from_millis(self.agent_ready_ms.unwrap_or(match self.profile {
+            Profile::Instant => 0,
+            Profile::Realistic => 15_000,
+        }))
+    }
+
+    /// Cloud-init completion delay after start.
+    pub fn cloud_init_done(&self) -> Duration {
+        Duration::from_millis(self.cloud_init_done_ms.unwrap_or(match self.profile {
+            Profile::Instant => 0,
+            Profile::Realistic => 45_000,
+        }))
+    }
+
+    /// RRD staleness window for freshly created VMs.
+    pub fn rrd_delay(&self) -> Duration {
+        Duration::from_millis(self.rrd_delay_ms.unwrap_or(match self.profile {
+            Profile::Instant => 0,
+            Profile::Realistic => 10_000,
+        }))
+    }
+}
+
+/// Final result `cloud-init status` reports once done.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CloudInitResult {
+    /// `status: done`, exit 0.
+    #[default]
+    Done,
+    /// `status: error`, exit 1.
+    Error,
+    /// `status: degraded done`, exit 2 (cloud-init 23.4+).
+    Degraded,
+}
+
+/// Simulated guest behaviour.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct GuestSpec {
+    /// Whether guests run a QEMU guest agent at all.
+    pub agent: bool,
+    /// What cloud-init ends with.
+    pub cloud_init: CloudInitResult,
+}
+
+impl Default for GuestSpec {
+    fn default() -> Self {
+        Self {
+            agent: true,
+            cloud_init: CloudInitResult::Done,
+        }
+    }
+}
+
+/// Fault injection settings (deterministic under the server's seed).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct FaultSpec {
+    /// Per-endpoint faults.
+    pub endpoints: Vec<EndpointFault>,
+    /// Probability that a task fails (applied to every task).
+    pub task_failure_rate: f64,
+    /// Probability that a clone onto node-local storage fails with storage lock contention
+    /// while another clone onto the same storage is running.
+    pub storage_lock_contention: f64,
+    /// Delay every 401 by 3 s as PVE does.
+    pub auth_delay: bool,
+}
+
+/// A fault applied to one endpoint (or all, with `*`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointFault {
+    /// Endpoint key, `METHOD /path/{template}` (e.g. `POST /nodes/{node}/qemu/{vmid}/clone`), or `*`.
+    pub endpoint: String,
+    /// Probability of answering with an error.
+    #[serde(default)]
+    pub error_rate: f64,
+    /// HTTP status of injected errors.
+    #[serde(default = "default_fault_status")]
+    pub status: u16,
+    /// Message of injected errors.
+    #[serde(default = "default_fault_message")]
+    pub message: String,
+    /// Extra latency added to every matching request, milliseconds.
+    #[serde(default)]
+    pub latency_ms: u64,
+}
+
+fn default_cpus() -> u32 {
+    16
+}
+fn default_memory() -> u64 {
+    64 * 1024 * 1024 * 1024
+}
+fn default_true() -> bool {
+    true
+}
+fn default_storage_type() -> String {
+    "dir".to_string()
+}
+fn default_storage_size() -> u64 {
+    1024 * 1024 * 1024 * 1024
+}
+fn default_fault_status() -> u16 {
+    500
+}
+fn default_fault_message() -> String {
+    "injected fault".to_string()
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        let node = |name: &str| NodeSpec {
+            name: name.to_string(),
+            cpus: 16,
+            memory: 64 * 1024 * 1024 * 1024,
+            online: true,
+        };
+        let storage = |name: &str, kind: &str, content: &str, shared: bool| StorageSpec {
+            name: name.to_string(),
+            kind: kind.to_string(),
+            content: content.to_string(),
+            shared,
+            nodes: Vec::new(),
+            total: default_storage_size(),
+        };
+        let template =
+            |vmid: u32, node: &str, name: &str, tags: &str, uuid: &str, mac: &str, storage: &str| {
+                let mut config = BTreeMap::new();
+                config.insert("cores".to_string(), "2".to_string());
+                config.insert("sockets".to_string(), "1".to_string());
+                config.insert("memory".to_string(), "2048".to_string());
+                config.insert("agent".to_string(), "1".to_string());
+                config.insert("ostype".to_string(), "l26".to_string());
+                config.insert("scsihw".to_string(), "virtio-scsi-pci".to_string());
+                config.insert(
+                    "scsi0".to_string(),
+                    format!("{storage}:base-{vmid}-disk-0,size=20G"),
+                );
+                config.insert("net0".to_string(), format!("virtio={mac},bridge=vmbr0"));
+                config.insert("boot".to_string(), "order=scsi0;net0".to_string());
+                config.insert("smbios1".to_string(), format!("uuid={uuid}"));
+                VmSpec {
+                    vmid,
+                    node: node.to_string(),
+                    name: name.to_string(),
+                    tags: tags.to_string(),
+                    template: true,
+                    config,
+                }
+            };
+        Self {
+            cluster_name: "sim".to_string(),
+            nodes: vec![node("pve1"), node("pve2"), node("pve3")],
+            storages: vec![
+                storage("local", "dir", "iso,vztmpl,backup", false),
+                storage("local-lvm", "lvmthin", "images,rootdir", false),
+                storage("shared", "nfs", "images,iso", true),
+            ],
+            templates: vec![
+                template(
+                    100,
+                    "pve1",
+                    "ubuntu-2404-kube-v1.33",
+                    "capmox;template;v1.33.0",
+                    "5b0f8a44-3c2e-4d8e-9a51-0f6c2a1b7e10",
+                    "BC:24:11:00:01:00",
+                    "local-lvm",
+                ),
+                template(
+                    101,
+                    "pve2",
+                    "ubuntu-2404-kube-v1.32",
+                    "capmox;template;v1.32.4",
+                    "6c1e9b55-4d3f-4e9f-8b62-1a7d3b2c8f21",
+                    "BC:24:11:00:01:01",
+                    "shared",
+                ),
+                template(
+                    102,
+                    "pve3",
+                    "flatcar-kube-v1.33",
+                    "capmox;flatcar;template;v1.33.0",
+                    "7d2f0c66-5e4a-4fa0-9c73-2b8e4c3d9a32",
+                    "BC:24:11:00:01:02",
+                    "local-lvm",
+                ),
+            ],
+            users: vec![
+                UserSpec {
+                    userid: "root@pam".to_string(),
+                    password: Some("pve-sim-password".to_string()),
+                    tokens: Vec::new(),
+                },
+                UserSpec {
+                    userid: "capmox@pve".to_string(),
+                    password: Some("capmox-password".to_string()),
+                    tokens: vec![TokenSpec {
+                        name: "capi".to_string(),
+                        secret: None,
+                    }],
+                },
+            ],
+            latency: LatencySpec::default(),
+            guest: GuestSpec::default(),
+            faults: FaultSpec::default(),
+        }
+    }
+}
+
+impl Scenario {
+    /// Parses a scenario from YAML text.
+    pub fn from_yaml(text: &str) -> Result<Self, ScenarioError> {
+        let scenario: Scenario =
+            serde_saphyr::from_str(text).map_err(|e| ScenarioError::Parse(e.to_string()))?;
+        scenario.check()?;
+        Ok(scenario)
+    }
+
+    /// Reads and parses a scenario file.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_yaml(&text)
+    }
+
+    /// Checks internal consistency.
+    pub fn check(&self) -> Result<(), ScenarioError> {
+        if self.nodes.is_empty() {
+            return Err(ScenarioError::Invalid("at least one node is required".into()));
+        }
+        let known = |n: &str| self.nodes.iter().any(|x| x.name == n);
+        for s in &self.storages {
+            if let Some(bad) = s.nodes.iter().find(|n| !known(n)) {
+                return Err(ScenarioError::Invalid(format!(
+                    "storage {} names unknown node {bad}",
+                    s.name
+                )));
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for t in &self.templates {
+            if !known(&t.node) {
+                return Err(ScenarioError::Invalid(format!(
+                    "VM {} is on unknown node {}",
+                    t.vmid, t.node
+                )));
+            }
+            if t.vmid < 100 || !seen.insert(t.vmid) {
+                return Err(ScenarioError::Invalid(format!(
+                    "VMID {} is below 100 or duplicated",
+                    t.vmid
+                )));
+            }
+        }
+        for u in &self.users {
+            if !u.userid.contains('@') {
+                return Err(ScenarioError::Invalid(format!(
+                    "user id {} lacks @realm",
+                    u.userid
+                )));
+            }
+        }
+        Ok(())
+    }
+}
