@@ -1,0 +1,312 @@
+//! ProxmoxMachine and ProxmoxMachineTemplate conversion.
+
+use super::Body;
+use super::common::{
+    address_down, address_up, conditions_down, conditions_up, ready_down, ready_up, restore_hub_conditions,
+    restore_spoke_conditions, template_meta_down, template_meta_up,
+};
+use super::network::{network_down, network_up, restore_network};
+use crate::{v1alpha1, v1alpha2};
+
+/// v1alpha1 machine spec → v1alpha2.
+pub fn spec_up(s: &v1alpha1::ProxmoxMachineSpec) -> v1alpha2::ProxmoxMachineSpec {
+    let mut allowed_nodes = s.allowed_nodes.clone();
+    if let Some(target) = &s.target {
+        let nodes = allowed_nodes.get_or_insert_with(Vec::new);
+        if !nodes.contains(target) {
+            nodes.push(target.clone());
+        }
+    }
+    v1alpha2::ProxmoxMachineSpec {
+        allowed_nodes,
+        checks: s.checks.as_ref().map(|c| v1alpha2::ProxmoxMachineChecks {
+            skip_cloud_init_status: c.skip_cloud_init_status,
+            skip_qemu_guest_agent: c.skip_qemu_guest_agent,
+        }),
+        description: s.description.clone(),
+        disks: s.disks.as_ref().map(|d| v1alpha2::Storage {
+            boot_volume: d.boot_volume.as_ref().map(|b| v1alpha2::DiskSize {
+                disk: b.disk.clone(),
+                size_gb: b.size_gb,
+            }),
+        }),
+        format: s.format.map(format_up),
+        full: s.full,
+        memory_mib: s.memory_mib,
+        metadata_settings: s.metadata_settings.as_ref().map(|m| v1alpha2::MetadataSettings {
+            provider_id_injection: m.provider_id_injection.unwrap_or(false),
+        }),
+        network: network_up(&s.network),
+        num_cores: s.num_cores,
+        num_sockets: s.num_sockets,
+        pool: s.pool.clone(),
+        provider_id: s.provider_id.clone(),
+        snap_name: s.snap_name.clone(),
+        source_node: s.source_node.clone(),
+        storage: s.storage.clone(),
+        tags: s.tags.clone(),
+        template_id: s.template_id,
+        template_selector: s.template_selector.as_ref().map(|t| v1alpha2::TemplateSelector {
+            match_policy: t.match_policy.map(policy_up),
+            match_tags: t.match_tags.clone(),
+        }),
+        virtual_machine_id: s.virtual_machine_id,
+        vm_id_range: s.vm_id_range.as_ref().map(|r| v1alpha2::VmIdRange {
+            end: r.end,
+            start: r.start,
+        }),
+    }
+}
+
+/// v1alpha2 machine spec → v1alpha1.
+pub fn spec_down(h: &v1alpha2::ProxmoxMachineSpec) -> v1alpha1::ProxmoxMachineSpec {
+    v1alpha1::ProxmoxMachineSpec {
+        source_node: h.source_node.clone(),
+        template_id: h.template_id,
+        template_selector: h.template_selector.as_ref().map(|t| v1alpha1::TemplateSelector {
+            match_tags: t.match_tags.clone(),
+            match_policy: t.match_policy.map(policy_down),
+        }),
+        description: h.description.clone(),
+        format: h.format.map(format_down),
+        full: h.full,
+        pool: h.pool.clone(),
+        snap_name: h.snap_name.clone(),
+        storage: h.storage.clone(),
+        target: None,
+        provider_id: h.provider_id.clone(),
+        virtual_machine_id: h.virtual_machine_id,
+        num_sockets: h.num_sockets,
+        num_cores: h.num_cores,
+        memory_mib: h.memory_mib,
+        disks: h.disks.as_ref().map(|d| v1alpha1::Storage {
+            boot_volume: d.boot_volume.as_ref().map(|b| v1alpha1::DiskSize {
+                disk: b.disk.clone(),
+                size_gb: b.size_gb,
+            }),
+        }),
+        network: network_down(&h.network),
+        vm_id_range: h.vm_id_range.as_ref().map(|r| v1alpha1::VmIdRange {
+            start: r.start,
+            end: r.end,
+        }),
+        checks: h.checks.as_ref().map(|c| v1alpha1::ProxmoxMachineChecks {
+            skip_cloud_init_status: c.skip_cloud_init_status,
+            skip_qemu_guest_agent: c.skip_qemu_guest_agent,
+        }),
+        metadata_settings: h.metadata_settings.as_ref().map(|m| v1alpha1::MetadataSettings {
+            provider_id_injection: Some(m.provider_id_injection),
+        }),
+        allowed_nodes: h.allowed_nodes.clone(),
+        tags: h.tags.clone(),
+    }
+}
+
+fn format_up(f: v1alpha1::TargetFileStorageFormat) -> v1alpha2::TargetFileStorageFormat {
+    use v1alpha1::TargetFileStorageFormat as S;
+    use v1alpha2::TargetFileStorageFormat as H;
+    match f {
+        S::Raw => H::Raw,
+        S::Qcow2 => H::Qcow2,
+        S::Vmdk => H::Vmdk,
+    }
+}
+
+fn format_down(f: v1alpha2::TargetFileStorageFormat) -> v1alpha1::TargetFileStorageFormat {
+    use v1alpha1::TargetFileStorageFormat as S;
+    use v1alpha2::TargetFileStorageFormat as H;
+    match f {
+        H::Raw => S::Raw,
+        H::Qcow2 => S::Qcow2,
+        H::Vmdk => S::Vmdk,
+    }
+}
+
+fn policy_up(p: v1alpha1::TemplateMatchPolicy) -> v1alpha2::TemplateMatchPolicy {
+    use v1alpha1::TemplateMatchPolicy as S;
+    use v1alpha2::TemplateMatchPolicy as H;
+    match p {
+        S::Exact => H::Exact,
+        S::UniqueSubset => H::UniqueSubset,
+        S::BestSubset => H::BestSubset,
+    }
+}
+
+fn policy_down(p: v1alpha2::TemplateMatchPolicy) -> v1alpha1::TemplateMatchPolicy {
+    use v1alpha1::TemplateMatchPolicy as S;
+    use v1alpha2::TemplateMatchPolicy as H;
+    match p {
+        H::Exact => S::Exact,
+        H::UniqueSubset => S::UniqueSubset,
+        H::BestSubset => S::BestSubset,
+    }
+}
+
+/// Restores hub-only machine spec data after the v1alpha1 object changed.
+fn restore_hub_spec(hub: &mut v1alpha2::ProxmoxMachineSpec, restored: &v1alpha2::ProxmoxMachineSpec) {
+    restore_network(&mut hub.network, &restored.network);
+}
+
+/// Restores v1alpha1-only machine spec data (`target`, when still an allowed node).
+fn restore_spoke_spec(spoke: &mut v1alpha1::ProxmoxMachineSpec, restored: &v1alpha1::ProxmoxMachineSpec) {
+    if let Some(target) = &restored.target
+        && spoke.allowed_nodes.as_ref().is_some_and(|n| n.contains(target))
+    {
+        spoke.target = Some(target.clone());
+    }
+}
+
+/// v1alpha1 machine status → v1alpha2.
+pub fn status_up(s: &v1alpha1::ProxmoxMachineStatus) -> v1alpha2::ProxmoxMachineStatus {
+    v1alpha2::ProxmoxMachineStatus {
+        addresses: s.addresses.as_ref().map(|a| a.iter().map(address_up).collect()),
+        bootstrap_data_provided: s.bootstrap_data_provided,
+        conditions: conditions_up(&s.conditions),
+        initialization: ready_up(s.ready),
+        ip_addresses: s.ip_addresses.as_ref().map(|map| {
+            map.iter()
+                .map(|(net, ip)| v1alpha2::IpAddressesSpec {
+                    net: net.clone(),
+                    ipv4: ip.ipv4.clone().map(|a| vec![a]),
+                    ipv6: ip.ipv6.clone().map(|a| vec![a]),
+                })
+                .collect()
+        }),
+        network: s.network.as_ref().map(|n| {
+            n.iter()
+                .map(|n| v1alpha2::NetworkStatus {
+                    connected: n.connected.unwrap_or(false),
+                    ip_addrs: n.ip_addrs.clone(),
+                    mac_addr: n.mac_addr.clone(),
+                    network_name: n.network_name.clone(),
+                })
+                .collect()
+        }),
+        proxmox_node: s.proxmox_node.clone(),
+        retry_after: s.retry_after.clone(),
+        task_ref: s.task_ref.clone(),
+        vm_status: s.vm_status.clone(),
+    }
+}
+
+/// v1alpha2 machine status → v1alpha1.
+pub fn status_down(h: &v1alpha2::ProxmoxMachineStatus) -> v1alpha1::ProxmoxMachineStatus {
+    v1alpha1::ProxmoxMachineStatus {
+        ready: ready_down(&h.initialization),
+        addresses: h.addresses.as_ref().map(|a| a.iter().map(address_down).collect()),
+        vm_status: h.vm_status.clone(),
+        bootstrap_data_provided: h.bootstrap_data_provided,
+        ip_addresses: h.ip_addresses.as_ref().map(|list| {
+            list.iter()
+                .map(|ip| {
+                    let first = |v: &Option<Vec<String>>| v.as_ref().and_then(|v| v.first().cloned());
+                    (
+                        ip.net.clone(),
+                        v1alpha1::IpAddress {
+                            ipv4: first(&ip.ipv4),
+                            ipv6: first(&ip.ipv6),
+                        },
+                    )
+                })
+                .collect()
+        }),
+        network: h.network.as_ref().map(|n| {
+            n.iter()
+                .map(|n| v1alpha1::NetworkStatus {
+                    connected: Some(n.connected),
+                    ip_addrs: n.ip_addrs.clone(),
+                    mac_addr: n.mac_addr.clone(),
+                    network_name: n.network_name.clone(),
+                })
+                .collect()
+        }),
+        proxmox_node: h.proxmox_node.clone(),
+        task_ref: h.task_ref.clone(),
+        retry_after: h.retry_after.clone(),
+        failure_reason: None,
+        failure_message: None,
+        conditions: conditions_down(&h.conditions),
+    }
+}
+
+/// ProxmoxMachine body: spec and optional status.
+pub(crate) struct MachineBody;
+
+impl Body for MachineBody {
+    type Spoke = (
+        v1alpha1::ProxmoxMachineSpec,
+        Option<v1alpha1::ProxmoxMachineStatus>,
+    );
+    type Hub = (
+        v1alpha2::ProxmoxMachineSpec,
+        Option<v1alpha2::ProxmoxMachineStatus>,
+    );
+
+    fn up(s: &Self::Spoke) -> Self::Hub {
+        (spec_up(&s.0), s.1.as_ref().map(status_up))
+    }
+
+    fn down(h: &Self::Hub) -> Self::Spoke {
+        (spec_down(&h.0), h.1.as_ref().map(status_down))
+    }
+
+    fn restore_hub(hub: &mut Self::Hub, restored: &Self::Hub, spoke: &Self::Spoke) {
+        if spec_down(&restored.0) == spoke.0 {
+            hub.0 = restored.0.clone();
+        } else {
+            restore_hub_spec(&mut hub.0, &restored.0);
+        }
+        if restored.1.as_ref().map(status_down) == spoke.1 {
+            hub.1 = restored.1.clone();
+        } else if let (Some(status), Some(old)) = (hub.1.as_mut(), restored.1.as_ref()) {
+            restore_hub_conditions(&mut status.conditions, &old.conditions);
+        }
+    }
+
+    fn restore_spoke(spoke: &mut Self::Spoke, restored: &Self::Spoke, hub: &Self::Hub) {
+        if spec_up(&restored.0) == hub.0 {
+            spoke.0 = restored.0.clone();
+        } else {
+            restore_spoke_spec(&mut spoke.0, &restored.0);
+        }
+        if restored.1.as_ref().map(status_up) == hub.1 {
+            spoke.1 = restored.1.clone();
+        } else if let (Some(status), Some(old)) = (spoke.1.as_mut(), restored.1.as_ref()) {
+            restore_spoke_conditions(&mut status.conditions, &old.conditions);
+        }
+    }
+}
+
+/// ProxmoxMachineTemplate body: the spec (no status).
+pub(crate) struct MachineTemplateBody;
+
+impl Body for MachineTemplateBody {
+    type Spoke = v1alpha1::ProxmoxMachineTemplateSpec;
+    type Hub = v1alpha2::ProxmoxMachineTemplateSpec;
+
+    fn up(s: &Self::Spoke) -> Self::Hub {
+        v1alpha2::ProxmoxMachineTemplateSpec {
+            template: v1alpha2::ProxmoxMachineTemplateResource {
+                metadata: template_meta_up(&s.template.metadata),
+                spec: spec_up(&s.template.spec),
+            },
+        }
+    }
+
+    fn down(h: &Self::Hub) -> Self::Spoke {
+        v1alpha1::ProxmoxMachineTemplateSpec {
+            template: v1alpha1::ProxmoxMachineTemplateResource {
+                metadata: template_meta_down(&h.template.metadata),
+                spec: spec_down(&h.template.spec),
+            },
+        }
+    }
+
+    fn restore_hub(hub: &mut Self::Hub, restored: &Self::Hub, _spoke: &Self::Spoke) {
+        restore_hub_spec(&mut hub.template.spec, &restored.template.spec);
+    }
+
+    fn restore_spoke(spoke: &mut Self::Spoke, restored: &Self::Spoke, _hub: &Self::Hub) {
+        restore_spoke_spec(&mut spoke.template.spec, &restored.template.spec);
+    }
+}
