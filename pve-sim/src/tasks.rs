@@ -148,6 +148,16 @@ pub fn start(
         if delay > Duration::ZERO {
             tokio::time::sleep(delay).await;
         }
+        loop {
+            let notify = state.with(|c| c.task_release.clone());
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !state.with(|c| c.tasks_held) {
+                break;
+            }
+            notified.await;
+        }
         let mut c = state.lock();
         if c.tasks.get(&task_upid).is_some_and(|t| t.exitstatus.is_some()) {
             // Stopped through DELETE /nodes/{node}/tasks/{upid}.

@@ -155,6 +155,10 @@ pub struct Cluster {
     pub next_pid: u32,
     /// Clones currently running per (node, storage) for lock contention.
     pub active_local_clones: BTreeMap<(String, String), u32>,
+    /// While true, tasks do not complete (tests use this to observe in-flight state).
+    pub tasks_held: bool,
+    /// Wakes held tasks when they are released.
+    pub task_release: Arc<tokio::sync::Notify>,
 }
 
 /// Errors building the cluster from a scenario.
@@ -272,6 +276,8 @@ impl Cluster {
             seed,
             next_pid,
             active_local_clones: BTreeMap::new(),
+            tasks_held: false,
+            task_release: Arc::new(tokio::sync::Notify::new()),
         })
     }
 
@@ -495,6 +501,20 @@ impl SimState {
     /// Status of a task: `None` while running or unknown, `Some(exitstatus)` once stopped.
     pub fn task_exitstatus(&self, upid: &str) -> Option<String> {
         self.with(|c| c.tasks.get(upid).and_then(|t| t.exitstatus.clone()))
+    }
+
+    /// Holds every task in `running` until [`SimState::release_tasks`] (deterministic in-flight checks).
+    pub fn hold_tasks(&self) {
+        self.with(|c| c.tasks_held = true);
+    }
+
+    /// Lets held tasks complete.
+    pub fn release_tasks(&self) {
+        let notify = self.with(|c| {
+            c.tasks_held = false;
+            c.task_release.clone()
+        });
+        notify.notify_waiters();
     }
 
     /// Number of tasks still running.
