@@ -374,6 +374,19 @@ impl Client {
         Ok(env.data)
     }
 
+    /// Untyped escape hatch: sends any request (JSON body for POST/PUT, query for GET/DELETE)
+    /// and returns the answer's `data` as JSON, with the same auth, retries and error mapping.
+    pub async fn request_json(
+        &self,
+        method: http::Method,
+        path: &ApiPath,
+        query: &[(String, String)],
+        body: Option<serde_json::Value>,
+    ) -> Result<serde_json::Value, Error> {
+        let body = body.map_or(Body::None, Body::Json);
+        self.call(method, path, query, body).await
+    }
+
     /// `GET` returning `data`.
     pub(crate) async fn get<T: DeserializeOwned>(
         &self,

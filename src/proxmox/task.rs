@@ -45,7 +45,9 @@ impl Upid {
             .strip_suffix(':')
             .ok_or_else(|| invalid("missing trailing ':'"))?;
         let parts: Vec<&str> = rest.split(':').collect();
-        if parts.len() != 7 {
+        // PVE's regex forbids ':' in the id; tolerate it anyway (type is field 5, user the last
+        // field) so a sloppy server cannot make an accepted call look failed.
+        if parts.len() < 7 {
             return Err(invalid("expected 7 fields"));
         }
         let node = parts[0];
@@ -66,8 +68,15 @@ impl Upid {
         let pstart = hex(parts[2], 8, 9)?;
         let starttime = hex(parts[3], 8, 8)?;
         let bad = |f: &str| f.chars().any(|c| c.is_whitespace() || c == '/');
-        let (task_type, id, user) = (parts[4], parts[5], parts[6]);
-        if task_type.is_empty() || user.is_empty() || bad(task_type) || bad(id) || bad(user) {
+        let task_type = parts[4];
+        let user = parts[parts.len() - 1];
+        let id = parts[5..parts.len() - 1].join(":");
+        if task_type.is_empty()
+            || user.is_empty()
+            || bad(task_type)
+            || bad(user)
+            || id.chars().any(char::is_whitespace)
+        {
             return Err(invalid("invalid type, id or user"));
         }
         Ok(Self {
@@ -77,7 +86,7 @@ impl Upid {
             pstart,
             starttime,
             task_type: task_type.to_owned(),
-            id: id.to_owned(),
+            id,
             user: user.to_owned(),
         })
     }
@@ -282,6 +291,13 @@ mod tests {
             .unwrap();
         assert_eq!(u.id, "");
         assert_eq!(u.pstart, 0x1_2345_6789);
+        // Tolerated: an id with ':' and '/' (not produced by real PVE).
+        let u = Upid::parse("UPID:pve1:000E368E:0A0F6F15:6B027B1A:imgdel:local:iso/a.iso:capmox@pve!capi:")
+            .unwrap();
+        assert_eq!(
+            (u.task_type.as_str(), u.id.as_str(), u.user.as_str()),
+            ("imgdel", "local:iso/a.iso", "capmox@pve!capi")
+        );
     }
 
     #[test]
