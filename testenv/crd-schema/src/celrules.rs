@@ -26,14 +26,10 @@ pub struct Rule {
     pub rule: String,
     /// `message`, if set.
     pub message: Option<String>,
-    /// `messageExpression`, if set.
-    pub message_expression: Option<String>,
     /// `fieldPath`, if set (relative JSON path such as `.spec.x`).
     pub field_path: Option<String>,
     /// `reason`, if set (`FieldValueInvalid`, `FieldValueForbidden`, ...).
     pub reason: Option<String>,
-    /// `optionalOldSelf`.
-    pub optional_old_self: bool,
     /// Whether the rule references `oldSelf` (a transition rule).
     pub is_transition: bool,
     /// Where the rule sits in the schema (for reports).
@@ -78,7 +74,6 @@ impl Rule {
         let message_expression = get_str("messageExpression")?;
         let field_path = get_str("fieldPath")?;
         let reason = get_str("reason")?;
-        let optional_old_self = matches!(obj.get("optionalOldSelf"), Some(Value::Bool(true)));
         let mut unsupported = None;
         let mut is_transition = false;
         let program = match compile(&rule) {
@@ -95,10 +90,8 @@ impl Rule {
         Ok(Rule {
             rule,
             message,
-            message_expression,
             field_path,
             reason,
-            optional_old_self,
             is_transition,
             schema_path: schema_path.to_string(),
             program,
@@ -113,10 +106,10 @@ impl Rule {
     }
 
     fn mark_unsupported(&self, why: String) {
-        if let Ok(mut g) = self.unsupported.lock() {
-            if g.is_none() {
-                *g = Some(why);
-            }
+        if let Ok(mut g) = self.unsupported.lock()
+            && g.is_none()
+        {
+            *g = Some(why);
         }
     }
 
@@ -176,12 +169,12 @@ impl Rule {
     }
 
     fn failure_message(&self, ctx: &cel::Context) -> String {
-        if let Some(p) = &self.message_program {
-            if let Ok(cel::Value::String(s)) = p.execute(ctx) {
-                let s = s.trim();
-                if !s.is_empty() && !s.contains('\n') {
-                    return s.to_string();
-                }
+        if let Some(p) = &self.message_program
+            && let Ok(cel::Value::String(s)) = p.execute(ctx)
+        {
+            let s = s.trim();
+            if !s.is_empty() && !s.contains('\n') {
+                return s.to_string();
             }
         }
         self.message_or_default()

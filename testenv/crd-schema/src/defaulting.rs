@@ -26,10 +26,11 @@ pub(crate) fn apply(x: &mut Value, s: &Node) {
                 if let Some(prop) = s.properties.get(k) {
                     apply(v, prop);
                 } else if let Some(a) = s.additional_schema() {
-                    if v.is_null() && !a.nullable {
-                        if let Some(d) = &a.default {
-                            *v = pruned_default(d, a);
-                        }
+                    if v.is_null()
+                        && !a.nullable
+                        && let Some(d) = &a.default
+                    {
+                        *v = pruned_default(d, a);
                     }
                     apply(v, a);
                 }
@@ -38,10 +39,11 @@ pub(crate) fn apply(x: &mut Value, s: &Node) {
         Value::Array(items) => {
             if let Some(item_schema) = s.items.as_deref() {
                 for v in items.iter_mut() {
-                    if v.is_null() && !item_schema.nullable {
-                        if let Some(d) = &item_schema.default {
-                            *v = pruned_default(d, item_schema);
-                        }
+                    if v.is_null()
+                        && !item_schema.nullable
+                        && let Some(d) = &item_schema.default
+                    {
+                        *v = pruned_default(d, item_schema);
                     }
                     apply(v, item_schema);
                 }

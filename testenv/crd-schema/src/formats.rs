@@ -60,7 +60,7 @@ pub(crate) fn is_valid(format: &str, s: &str) -> bool {
                     s,
                 )
         }
-        "byte" => s.len() % 4 == 0 && matches(&BASE64, r"^[A-Za-z0-9+/]*={0,2}$", s),
+        "byte" => s.len().is_multiple_of(4) && matches(&BASE64, r"^[A-Za-z0-9+/]*={0,2}$", s),
         _ => true,
     }
 }

@@ -45,7 +45,6 @@ pub(crate) struct Node {
     pub max_properties: Option<u64>,
     pub preserve_unknown: bool,
     pub embedded_resource: bool,
-    pub int_or_string: bool,
     pub list_type: Option<String>,
     pub list_map_keys: Vec<String>,
     pub all_of: Vec<Node>,
@@ -73,11 +72,6 @@ impl Node {
             Some(Additional::Schema(s)) => Some(s),
             _ => None,
         }
-    }
-
-    /// Whether this node (directly) allows arbitrary keys beside its properties.
-    pub fn allows_any_key(&self) -> bool {
-        matches!(self.additional, Some(Additional::Bool(true))) || self.preserve_unknown
     }
 }
 
@@ -111,7 +105,6 @@ pub(crate) fn parse(v: &Value, path: &str, rules_out: &mut Vec<Arc<Rule>>) -> Re
         max_properties: opt_u64(obj, "maxProperties", path)?,
         preserve_unknown: opt_bool(obj, "x-kubernetes-preserve-unknown-fields", path)?,
         embedded_resource: opt_bool(obj, "x-kubernetes-embedded-resource", path)?,
-        int_or_string: opt_bool(obj, "x-kubernetes-int-or-string", path)?,
         list_type: opt_str(obj, "x-kubernetes-list-type", path)?,
         list_map_keys: str_list(obj, "x-kubernetes-list-map-keys", path)?,
         ..Node::default()

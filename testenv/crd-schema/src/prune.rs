@@ -27,11 +27,11 @@ fn is_kept_meta_field(key: &str, v: &Value) -> bool {
 }
 
 fn prune(x: &mut Value, s: Option<&Node>, is_resource: bool) {
-    if let Some(s) = s {
-        if s.preserve_unknown {
-            skip_prune(x, s, is_resource);
-            return;
-        }
+    if let Some(s) = s
+        && s.preserve_unknown
+    {
+        skip_prune(x, s, is_resource);
+        return;
     }
     match x {
         Value::Object(map) => {

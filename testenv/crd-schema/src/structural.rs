@@ -89,15 +89,15 @@ fn crd_keyword_checks(o: &Map<String, Value>, path: &str, errs: &mut Vec<FieldEr
             "must be true or undefined",
         ));
     }
-    if o.contains_key("properties") {
-        if let Some(ap) = o.get("additionalProperties") {
-            if !ap.is_null() && ap != &Value::Bool(true) {
-                errs.push(forbidden(
-                    child(path, "additionalProperties"),
-                    "additionalProperties and properties are mutual exclusive",
-                ));
-            }
-        }
+    if o.contains_key("properties")
+        && let Some(ap) = o.get("additionalProperties")
+        && !ap.is_null()
+        && ap != &Value::Bool(true)
+    {
+        errs.push(forbidden(
+            child(path, "additionalProperties"),
+            "additionalProperties and properties are mutual exclusive",
+        ));
     }
     if matches!(o.get("additionalProperties"), Some(Value::Bool(false))) {
         errs.push(forbidden(
@@ -142,29 +142,29 @@ fn crd_keyword_checks(o: &Map<String, Value>, path: &str, errs: &mut Vec<FieldEr
                 "must not be set if x-kubernetes-list-type is not map",
             ));
         }
-        if lt == "map" {
-            if let (Some(keys), Some(items)) = (keys, o.get("items").and_then(Value::as_object)) {
-                let props = items.get("properties").and_then(Value::as_object);
-                let required: Vec<&str> = items
-                    .get("required")
-                    .and_then(Value::as_array)
-                    .map(|r| r.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                for k in keys.iter().filter_map(Value::as_str) {
-                    let p = props.and_then(|p| p.get(k)).and_then(Value::as_object);
-                    match p {
-                        None => errs.push(FieldError::invalid(
-                            child(path, "x-kubernetes-list-map-keys"),
-                            Value::String(k.to_string()),
-                            "entries must all be names of item properties",
-                        )),
-                        Some(p) => {
-                            if !required.contains(&k) && !p.contains_key("default") {
-                                errs.push(FieldError::required(
+        if lt == "map"
+            && let (Some(keys), Some(items)) = (keys, o.get("items").and_then(Value::as_object))
+        {
+            let props = items.get("properties").and_then(Value::as_object);
+            let required: Vec<&str> = items
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            for k in keys.iter().filter_map(Value::as_str) {
+                let p = props.and_then(|p| p.get(k)).and_then(Value::as_object);
+                match p {
+                    None => errs.push(FieldError::invalid(
+                        child(path, "x-kubernetes-list-map-keys"),
+                        Value::String(k.to_string()),
+                        "entries must all be names of item properties",
+                    )),
+                    Some(p) => {
+                        if !required.contains(&k) && !p.contains_key("default") {
+                            errs.push(FieldError::required(
                                     format!("{}.items.properties[{k}]", path),
                                     "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
                                 ));
-                            }
                         }
                     }
                 }
@@ -271,11 +271,15 @@ fn invariants(o: &Map<String, Value>, lvl: Level, path: &str, errs: &mut Vec<Fie
         }
     } else if ty.is_empty() && !embedded && !int_or_string {
         let detail = match lvl {
-            Level::Root => "must not be empty at the root",
-            Level::Item => "must not be empty for specified array items",
-            Level::Field => "must not be empty for specified object fields",
+            Level::Root => Some("must not be empty at the root"),
+            // A field or item that preserves unknown fields may leave its type open.
+            Level::Item | Level::Field if preserve => None,
+            Level::Item => Some("must not be empty for specified array items"),
+            Level::Field => Some("must not be empty for specified object fields"),
         };
-        errs.push(FieldError::required(child(path, "type"), detail));
+        if let Some(detail) = detail {
+            errs.push(FieldError::required(child(path, "type"), detail));
+        }
     }
     if embedded && o.get("additionalProperties").is_some_and(|a| !a.is_null()) {
         errs.push(forbidden(
@@ -290,10 +294,10 @@ fn invariants(o: &Map<String, Value>, lvl: Level, path: &str, errs: &mut Vec<Fie
             "must be object at the root",
         ));
     }
-    if lvl == Level::Root || embedded {
-        if let Some(meta) = props.and_then(|p| p.get("metadata")).and_then(Value::as_object) {
-            metadata(meta, lvl == Level::Root, &prop_path(path, "metadata"), errs);
-        }
+    if (lvl == Level::Root || embedded)
+        && let Some(meta) = props.and_then(|p| p.get("metadata")).and_then(Value::as_object)
+    {
+        metadata(meta, lvl == Level::Root, &prop_path(path, "metadata"), errs);
     }
     if embedded && !preserve && props.is_none_or(Map::is_empty) {
         errs.push(FieldError::required(

@@ -129,32 +129,32 @@ pub(crate) fn openapi(s: &Node, v: &Value, old: Option<&Value>, path: &str, errs
     }
     // type (and nullable)
     if v.is_null() {
-        if let Some(ty) = &s.ty {
-            if !s.nullable {
-                errs.push(type_error(path, ty, "null"));
-            }
+        if let Some(ty) = &s.ty
+            && !s.nullable
+        {
+            errs.push(type_error(path, ty, "null"));
         }
         check_enum(s, v, path, errs);
         return;
     }
-    if let Some(ty) = &s.ty {
-        if !type_matches(ty, v) {
-            errs.push(type_error(path, ty, json_type(v)));
-        }
+    if let Some(ty) = &s.ty
+        && !type_matches(ty, v)
+    {
+        errs.push(type_error(path, ty, json_type(v)));
     }
     composition(s, v, path, errs);
     match v {
         Value::String(st) => {
             string_checks(s, st, v, path, errs);
-            if let Some(f) = &s.format {
-                if !formats::is_valid(f, st) {
-                    errs.push(FieldError::new(
-                        path,
-                        FieldErrorKind::TypeInvalid,
-                        format!("{} in body must be of type {f}: {}", path, gofmt::quote(st)),
-                        Some(v.clone()),
-                    ));
-                }
+            if let Some(f) = &s.format
+                && !formats::is_valid(f, st)
+            {
+                errs.push(FieldError::new(
+                    path,
+                    FieldErrorKind::TypeInvalid,
+                    format!("{} in body must be of type {f}: {}", path, gofmt::quote(st)),
+                    Some(v.clone()),
+                ));
             }
         }
         Value::Number(n) => number_checks(s, n, v, path, errs),
@@ -252,36 +252,36 @@ fn composition(s: &Node, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
 
 fn string_checks(s: &Node, st: &str, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let len = st.chars().count() as u64;
-    if let Some(max) = s.max_length {
-        if len > max {
-            let unit = if max == 1 { "byte" } else { "bytes" };
-            errs.push(FieldError::new(
-                path,
-                FieldErrorKind::TooLong,
-                format!("may not be more than {max} {unit}"),
-                Some(v.clone()),
-            ));
-            return;
-        }
+    if let Some(max) = s.max_length
+        && len > max
+    {
+        let unit = if max == 1 { "byte" } else { "bytes" };
+        errs.push(FieldError::new(
+            path,
+            FieldErrorKind::TooLong,
+            format!("may not be more than {max} {unit}"),
+            Some(v.clone()),
+        ));
+        return;
     }
-    if let Some(min) = s.min_length {
-        if len < min {
-            errs.push(FieldError::invalid(
-                path,
-                v.clone(),
-                format!("{path} in body should be at least {min} chars long"),
-            ));
-            return;
-        }
+    if let Some(min) = s.min_length
+        && len < min
+    {
+        errs.push(FieldError::invalid(
+            path,
+            v.clone(),
+            format!("{path} in body should be at least {min} chars long"),
+        ));
+        return;
     }
-    if let Some(p) = &s.pattern {
-        if !p.is_match(st) {
-            errs.push(FieldError::invalid(
-                path,
-                v.clone(),
-                format!("{path} in body should match '{}'", p.source()),
-            ));
-        }
+    if let Some(p) = &s.pattern
+        && !p.is_match(st)
+    {
+        errs.push(FieldError::invalid(
+            path,
+            v.clone(),
+            format!("{path} in body should match '{}'", p.source()),
+        ));
     }
 }
 
@@ -338,19 +338,19 @@ fn number_checks(s: &Node, n: &serde_json::Number, v: &Value, path: &str, errs: 
 
 fn array_checks(s: &Node, items: &[Value], path: &str, errs: &mut Vec<FieldError>) {
     let size = items.len() as u64;
-    if let Some(min) = s.min_items {
-        if size < min {
-            errs.push(FieldError::invalid(
-                path,
-                Value::from(size),
-                format!("{path} in body should have at least {min} items"),
-            ));
-        }
+    if let Some(min) = s.min_items
+        && size < min
+    {
+        errs.push(FieldError::invalid(
+            path,
+            Value::from(size),
+            format!("{path} in body should have at least {min} items"),
+        ));
     }
-    if let Some(max) = s.max_items {
-        if size > max {
-            errs.push(too_many(path, size, max));
-        }
+    if let Some(max) = s.max_items
+        && size > max
+    {
+        errs.push(too_many(path, size, max));
     }
     if s.unique_items {
         let dup = items
@@ -405,21 +405,21 @@ fn object_checks(
     errs: &mut Vec<FieldError>,
 ) {
     let n = map.len() as u64;
-    if let Some(min) = s.min_properties {
-        if n < min {
-            errs.push(FieldError::invalid(
-                path,
-                Value::from(n),
-                format!("{path} in body should have at least {min} properties"),
-            ));
-            return;
-        }
+    if let Some(min) = s.min_properties
+        && n < min
+    {
+        errs.push(FieldError::invalid(
+            path,
+            Value::from(n),
+            format!("{path} in body should have at least {min} properties"),
+        ));
+        return;
     }
-    if let Some(max) = s.max_properties {
-        if n > max {
-            errs.push(too_many(path, n, max));
-            return;
-        }
+    if let Some(max) = s.max_properties
+        && n > max
+    {
+        errs.push(too_many(path, n, max));
+        return;
     }
     for r in &s.required {
         if !map.contains_key(r) {
