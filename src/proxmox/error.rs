@@ -259,7 +259,8 @@ impl Error {
             .as_ref()
             .and_then(|v| v.get("message"))
             .and_then(|m| m.as_str())
-            .map(|s| s.trim_end().to_owned());
+            .map(|s| s.trim_end().to_owned())
+            .filter(|s| !s.is_empty());
         let errors: BTreeMap<String, String> = parsed
             .as_ref()
             .and_then(|v| v.get("errors"))
@@ -600,5 +601,20 @@ mod tests {
         ];
         let labels: std::collections::BTreeSet<_> = all.iter().map(|c| c.as_str()).collect();
         assert_eq!(labels.len(), all.len());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn backoff_monotonic_and_capped(a in 0u32..1000) {
+            let d = backoff(a);
+            proptest::prop_assert!(d >= BACKOFF_BASE && d <= BACKOFF_CAP);
+            proptest::prop_assert!(backoff(a + 1) >= d);
+        }
+
+        #[test]
+        fn from_response_never_panics(status in 100u16..600, reason in proptest::option::of("\\PC{0,40}"), body in proptest::collection::vec(proptest::num::u8::ANY, 0..80)) {
+            let e = Error::from_response(status, reason.as_deref(), &body);
+            proptest::prop_assert!(!e.message().is_empty());
+        }
     }
 }

@@ -348,4 +348,33 @@ mod tests {
         let d: Vec<u128> = (0..5).map(|n| p.delay(n).as_millis()).collect();
         assert_eq!(d, vec![100, 200, 400, 500, 500]);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn upid_roundtrip(
+            node in "[a-z][a-z0-9-]{0,10}[a-z0-9]",
+            pid in 0u32..=u32::MAX,
+            pstart in 0u64..0x1_0000_0000u64,
+            start in 0u64..0x1_0000_0000u64,
+            ty in "[a-z]{2,10}",
+            id in "[0-9]{0,6}",
+            user in "[a-z]{1,8}@(pam|pve)(![a-z]{1,6})?",
+        ) {
+            let s = format!("UPID:{node}:{pid:08X}:{pstart:08X}:{start:08X}:{ty}:{id}:{user}:");
+            let u = Upid::parse(&s).unwrap();
+            proptest::prop_assert_eq!(&u.node, &node);
+            proptest::prop_assert_eq!(u.pid, pid);
+            proptest::prop_assert_eq!(u.pstart, pstart);
+            proptest::prop_assert_eq!(u.starttime, start);
+            proptest::prop_assert_eq!(&u.task_type, &ty);
+            proptest::prop_assert_eq!(&u.id, &id);
+            proptest::prop_assert_eq!(&u.user, &user);
+            proptest::prop_assert_eq!(u.as_str(), s.as_str());
+        }
+
+        #[test]
+        fn upid_parse_never_panics(s in "\\PC{0,80}") {
+            let _ = Upid::parse(&s);
+        }
+    }
 }

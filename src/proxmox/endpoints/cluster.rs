@@ -29,6 +29,15 @@ impl Client {
         self.get(&ApiPath::root().lit("cluster/resources"), &q).await
     }
 
+    /// Finds the node a guest lives on via `GET /cluster/resources?type=vm` (`None` if absent).
+    pub async fn locate_vm(&self, vmid: u32) -> Result<Option<String>, Error> {
+        let all = self.cluster_resources(Some(ResourceType::Vm)).await?;
+        Ok(all
+            .into_iter()
+            .find(|r| r.vmid == Some(vmid))
+            .and_then(|r| r.node))
+    }
+
     /// `GET /cluster/nextid`: the lowest free VMID (PVE sends it as a JSON string). Reserves nothing.
     pub async fn next_id(&self) -> Result<u32, Error> {
         let path = ApiPath::root().lit("cluster/nextid");

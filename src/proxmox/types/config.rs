@@ -604,4 +604,33 @@ mod tests {
         );
         assert!(!u.is_empty() && ConfigUpdate::new().is_empty());
     }
+
+    proptest::proptest! {
+        #[test]
+        fn net_roundtrip(
+            model_idx in 0usize..NET_MODELS.len(),
+            mac in proptest::option::of("([0-9A-F]{2}:){5}[0-9A-F]{2}"),
+            bridge in proptest::option::of("vmbr[0-9]{1,3}"),
+            tag in proptest::option::of(1u16..4095),
+            mtu in proptest::option::of(1u32..65520),
+            queues in proptest::option::of(0u32..64),
+            firewall in proptest::option::of(proptest::bool::ANY),
+        ) {
+            let dev = NetDevice {
+                model: NET_MODELS[model_idx].to_owned(),
+                mac, bridge, tag, mtu, queues, firewall, link_down: None, extra: BTreeMap::new(),
+            };
+            let printed = dev.to_property_string();
+            proptest::prop_assert_eq!(NetDevice::parse(&printed), Some(dev));
+        }
+
+        #[test]
+        fn parsers_never_panic(s in "\\PC{0,60}") {
+            let _ = NetDevice::parse(&s);
+            let _ = DiskDevice::parse(&s);
+            let _ = smbios1_uuid(&s);
+            let _ = parse_size(&s);
+            let _ = split_tags(&s);
+        }
+    }
 }
