@@ -96,8 +96,10 @@ impl Schema {
     }
 
     /// Drops fields the schema does not know (honouring `x-kubernetes-preserve-unknown-fields`,
-    /// `x-kubernetes-embedded-resource` and int-or-string), keeping `apiVersion`, `kind` and the
-    /// whole `metadata` at the root; then removes `null`s of non-nullable fields without a default.
+    /// `x-kubernetes-embedded-resource` and int-or-string), keeping `apiVersion`, `kind` and
+    /// `metadata` at the root and in embedded resources (`metadata` reduced to the `ObjectMeta`
+    /// fields, whatever its schema says); then removes `null`s of non-nullable fields without a
+    /// default.
     pub fn prune(&self, obj: &mut Value) {
         prune::prune_resource(obj, &self.inner.root);
     }

@@ -18,6 +18,32 @@ pub(crate) fn prune_value(v: &mut Value, s: &Node) {
     prune(v, Some(s), false);
 }
 
+/// The fields of `ObjectMeta`; anything else in `metadata` is dropped, as the apiserver's
+/// ObjectMeta coercion does.
+const OBJECT_META_FIELDS: [&str; 15] = [
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+fn coerce_metadata(v: &mut Value) {
+    if let Value::Object(m) = v {
+        m.retain(|k, _| OBJECT_META_FIELDS.contains(&k.as_str()));
+    }
+}
+
 fn is_kept_meta_field(key: &str, v: &Value) -> bool {
     match key {
         "apiVersion" | "kind" => v.is_string(),
@@ -42,6 +68,9 @@ fn prune(x: &mut Value, s: Option<&Node>, is_resource: bool) {
             let embedded = is_resource || s.embedded_resource;
             map.retain(|k, v| {
                 if embedded && is_kept_meta_field(k, v) {
+                    if k == "metadata" {
+                        coerce_metadata(v);
+                    }
                     return true;
                 }
                 if let Some(p) = s.properties.get(k) {
@@ -77,6 +106,9 @@ fn skip_prune(x: &mut Value, s: &Node, is_resource: bool) {
             let embedded = is_resource || s.embedded_resource;
             for (k, v) in map.iter_mut() {
                 if embedded && is_kept_meta_field(k, v) {
+                    if k == "metadata" {
+                        coerce_metadata(v);
+                    }
                     continue;
                 }
                 if let Some(p) = s.properties.get(k) {
@@ -151,7 +183,7 @@ mod tests {
         }));
         let mut obj = json!({
             "apiVersion": "g/v1", "kind": "K",
-            "metadata": {"name": "n", "labels": {"a": "b"}, "annotations": {"c": "d"}},
+            "metadata": {"name": "n", "labels": {"a": "b"}, "annotations": {"c": "d"}, "bogus": 1},
             "junk": 1,
             "spec": {
                 "a": "x", "b": "y",

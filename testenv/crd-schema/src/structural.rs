@@ -208,8 +208,42 @@ fn is_int_or_string_all_of(o: &Map<String, Value>) -> bool {
     }
 }
 
+/// Defaults must be pruned (no unknown fields) and must validate against their own schema.
+fn check_default(o: &Map<String, Value>, path: &str, errs: &mut Vec<FieldError>) {
+    let Some(default) = o.get("default") else {
+        return;
+    };
+    let mut rules = Vec::new();
+    let Ok(node) = crate::node::parse(&Value::Object(o.clone()), path, &mut rules) else {
+        return;
+    };
+    let dpath = child(path, "default");
+    let mut pruned = default.clone();
+    crate::prune::prune_value(&mut pruned, &node);
+    if &pruned != default {
+        errs.push(FieldError::invalid(
+            dpath,
+            default.clone(),
+            "must not have unknown fields",
+        ));
+        return;
+    }
+    let mut found = Vec::new();
+    crate::validate::openapi(&node, default, None, "", &mut found);
+    for mut e in found {
+        e.field = if e.field.is_empty() {
+            dpath.clone()
+        } else {
+            format!("{dpath}.{}", e.field)
+        };
+        e.message = e.message.trim_start().to_string();
+        errs.push(e);
+    }
+}
+
 fn invariants(o: &Map<String, Value>, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
     crd_keyword_checks(o, path, errs);
+    check_default(o, path, errs);
     let ty = str_of(o, "type");
     let embedded = bool_of(o, "x-kubernetes-embedded-resource");
     let int_or_string = bool_of(o, "x-kubernetes-int-or-string");
@@ -510,6 +544,20 @@ mod tests {
         let mut sorted = errs.clone();
         sorted.sort();
         assert_eq!(errs, sorted);
+    }
+
+    #[test]
+    fn defaults_must_be_pruned_and_valid() {
+        let s = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "model": {"type": "string", "enum": ["virtio", "e1000"], "default": "ne2k"},
+            "obj": {"type": "object", "properties": {"a": {"type": "integer"}}, "default": {"a": 1, "b": 2}},
+            "ok": {"type": "integer", "minimum": 1, "default": 3}
+        }}}});
+        let errs = check(&s);
+        assert_eq!(errs, vec![
+            "spec.validation.openAPIV3Schema.properties[spec].properties[model].default: Unsupported value: \"ne2k\": supported values: \"virtio\", \"e1000\"".to_string(),
+            "spec.validation.openAPIV3Schema.properties[spec].properties[obj].default: Invalid value: map[string]interface {}{\"a\":1, \"b\":2}: must not have unknown fields".to_string(),
+        ]);
     }
 
     #[test]
