@@ -137,7 +137,7 @@ pub struct ZoneConfigSpec {
     pub ipv6_config: Option<IpConfigSpec>,
 
     /// Name of the zone.
-    #[schemars(regex(pattern = r"^[a-z0-9A-Z](?:[a-z0-9A-Z-_.]{0,61}[a-z0-9A-Z])?$"))]
+    #[schemars(regex(pattern = super::schema::ZONE_PATTERN))]
     pub zone: String,
 }
 
@@ -198,7 +198,7 @@ pub struct InClusterZoneRef {
     /// Name of the zone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
-        regex(pattern = r"^[a-z0-9A-Z](?:[a-z0-9A-Z-_.]{0,61}[a-z0-9A-Z])?$"),
+        regex(pattern = super::schema::ZONE_PATTERN),
         extend("default" = "default")
     )]
     pub zone: Option<String>,
@@ -233,6 +233,6 @@ pub struct NodeLocation {
 
     /// Zone of the machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^[a-z0-9A-Z](?:[a-z0-9A-Z-_.]{0,61}[a-z0-9A-Z])?$"))]
+    #[schemars(regex(pattern = super::schema::ZONE_PATTERN))]
     pub zone: Option<String>,
 }

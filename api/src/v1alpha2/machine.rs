@@ -102,7 +102,7 @@ pub struct ProxmoxMachineSpec {
     #[schemars(
         length(min = 46, max = 46),
         regex(
-            pattern = r"^proxmox://[a-fA-F0-9]{8}-[a-fA-F0-9]{4}-[a-fA-F0-9]{4}-[a-fA-F0-9]{4}-[a-fA-F0-9]{12}$"
+            pattern = super::schema::PROVIDER_ID_PATTERN
         )
     )]
     pub provider_id: Option<String>,
@@ -124,7 +124,7 @@ pub struct ProxmoxMachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         length(min = 1),
-        inner(regex(pattern = r"^(?i)[a-z0-9_][a-z0-9_\-\+\.]*$")),
+        inner(regex(pattern = super::schema::TAG_PATTERN)),
         extend("x-kubernetes-list-type" = "set")
     )]
     pub tags: Option<Vec<String>>,
@@ -158,7 +158,7 @@ pub struct TemplateSelector {
     /// Tags the template must carry.
     #[schemars(
         length(min = 1),
-        inner(regex(pattern = r"^(?i)[a-z0-9_][a-z0-9_\-\+\.]*$")),
+        inner(regex(pattern = super::schema::TAG_PATTERN)),
         extend("x-kubernetes-list-type" = "set")
     )]
     pub match_tags: Vec<String>,

@@ -71,7 +71,7 @@ pub struct IpAddressesSpec {
     pub ipv6: Option<Vec<String>>,
 
     /// NIC slot name, or `default` for addresses from the default pools.
-    #[schemars(length(min = 4), regex(pattern = r"^(net[0-9]+|default)$"))]
+    #[schemars(length(min = 4), regex(pattern = super::schema::IP_ADDRESSES_NET_PATTERN))]
     pub net: String,
 }
 
@@ -90,12 +90,12 @@ pub struct NetworkStatus {
     /// MAC address of the interface.
     #[schemars(
         length(min = 17, max = 17),
-        regex(pattern = r"^([0-9A-Fa-f]{2}[:]){5}([0-9A-Fa-f]{2})$")
+        regex(pattern = super::schema::MAC_ADDRESS_PATTERN)
     )]
     pub mac_addr: String,
 
     /// NIC slot name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 4), regex(pattern = r"^net[0-9]+$"))]
+    #[schemars(length(min = 4), regex(pattern = super::schema::NET_NAME_PATTERN))]
     pub network_name: Option<String>,
 }

@@ -19,7 +19,7 @@ pub struct NetworkSpec {
 
     /// Zone whose default IP pools are used (`default` when unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^[a-z0-9A-Z](?:[a-z0-9A-Z-_.]{0,61}[a-z0-9A-Z])?$"))]
+    #[schemars(regex(pattern = super::schema::ZONE_PATTERN))]
     pub zone: Option<String>,
 }
 
@@ -71,7 +71,7 @@ pub struct NetworkDevice {
 
     /// Proxmox NIC slot, `net0`, `net1`, ...
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 4), regex(pattern = r"^net[0-9]+$"), extend("default" = "net0"))]
+    #[schemars(length(min = 4), regex(pattern = super::schema::NET_NAME_PATTERN), extend("default" = "net0"))]
     pub name: Option<String>,
 
     /// Number of multiqueue queues.
@@ -174,7 +174,7 @@ pub struct VrfDevice {
     /// NICs enslaved to the VRF.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
-        inner(length(min = 4), regex(pattern = r"^net[0-9]+$")),
+        inner(length(min = 4), regex(pattern = super::schema::NET_NAME_PATTERN)),
         extend("x-kubernetes-list-type" = "atomic")
     )]
     pub interfaces: Option<Vec<String>>,
