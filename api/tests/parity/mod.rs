@@ -148,7 +148,7 @@ pub fn versions(crd: &Value) -> BTreeMap<String, Value> {
 /// Compares one version entry of two CRDs.
 pub fn diff_version(pair: &str, ours: &Value, theirs: &Value) -> Vec<Difference> {
     let mut out = Vec::new();
-    for key in ["served", "deprecated"] {
+    for key in ["served", "storage", "deprecated"] {
         let (a, b) = (flag(&ours[key]), flag(&theirs[key]));
         if a != b {
             out.push(diff(
