@@ -32,6 +32,7 @@ struct StubState {
     seen: Vec<Seen>,
     logins: Vec<serde_json::Value>,
     valid_ticket: Option<String>,
+    proxy_calls: u32,
 }
 
 const UPID: &str = "UPID:pve1:00001234:00005678:6740A1B2:qmdestroy:100:root@pam:";
@@ -114,6 +115,23 @@ async fn handle(state: Arc<Mutex<StubState>>, req: Request<Incoming>) -> Respons
             r#"{"data":null,"message":"something else\n"}"#,
         ),
         ("GET", "/bodyonly") => reply(500, None, r#"{"data":null,"message":"VM is locked (backup)\n"}"#),
+        ("GET", "/proxy") => {
+            st.proxy_calls += 1;
+            if st.proxy_calls == 1 {
+                reply(
+                    595,
+                    Some("Errors during connection establishment, proxy handshake: No route to host"),
+                    "",
+                )
+            } else {
+                reply(200, None, r#"{"data":"ok"}"#)
+            }
+        }
+        ("POST", "/proxy") => reply(
+            595,
+            Some("Errors during connection establishment, proxy handshake: No route to host"),
+            "",
+        ),
         ("GET", "/garbage") => reply(200, None, "{not json"),
         ("GET", "/cluster/nextid") => reply(200, None, r#"{"data":"105"}"#),
         ("DELETE", "/nodes/pve1/qemu/100") => reply(200, None, &format!(r#"{{"data":"{UPID}"}}"#)),
@@ -312,4 +330,37 @@ async fn bad_token_is_auth_error_with_reason() {
         matches!(err, Error::Auth { status: 401, ref message } if message == "No ticket"),
         "{err:?}"
     );
+}
+
+#[tokio::test]
+async fn proxy_errors_retry_gets_only() {
+    let (url, state) = start_stub().await;
+    let mut cfg = ClientConfig::new(&url, Credentials::token("capmox@pve!capi", "token-secret"));
+    cfg.retry_base = std::time::Duration::from_millis(5);
+    let client = Client::new(cfg).unwrap();
+    let v = client
+        .request_json(http::Method::GET, &ApiPath::root().lit("proxy"), &[], None)
+        .await
+        .unwrap();
+    assert_eq!(v, serde_json::json!("ok"));
+    assert_eq!(state.lock().unwrap().proxy_calls, 2);
+    let err = client
+        .request_json(
+            http::Method::POST,
+            &ApiPath::root().lit("proxy"),
+            &[],
+            Some(serde_json::json!({})),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Server { status: 595, .. }), "{err:?}");
+    assert!(err.is_retryable());
+    let posts = state
+        .lock()
+        .unwrap()
+        .seen
+        .iter()
+        .filter(|s| s.method == "POST")
+        .count();
+    assert_eq!(posts, 1, "writes are never retried inside the client");
 }

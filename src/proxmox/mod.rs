@@ -54,7 +54,8 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// `User-Agent` header.
     pub user_agent: String,
-    /// How often an idempotent GET is retried on network errors inside one call.
+    /// How often an idempotent GET is retried on network errors (and 595/596 proxy errors)
+    /// inside one call. Other errors are returned at once; callers retry with [`backoff`].
     pub get_retries: u32,
     /// Base delay of the in-call retry backoff (doubles per attempt, capped at 5 min).
     pub retry_base: Duration,
@@ -345,6 +346,20 @@ impl Client {
             };
             match res {
                 Ok((status, _, bytes)) if (200..300).contains(&status) => return Ok(bytes),
+                // 595/596: the node we talked to could not reach the target node (proxy errors).
+                Ok((status @ (595 | 596), _, _))
+                    if method == http::Method::GET && attempt < self.inner.config.get_retries =>
+                {
+                    let delay = backoff_with(attempt, self.inner.config.retry_base, error::BACKOFF_CAP);
+                    tracing::debug!(
+                        endpoint = path.template(),
+                        attempt,
+                        status,
+                        "retrying GET after proxy error"
+                    );
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
                 Ok((status, reason, bytes)) => {
                     return Err(Error::from_response(status, reason.as_deref(), &bytes));
                 }
