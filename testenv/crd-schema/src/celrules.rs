@@ -14,6 +14,7 @@ fn env() -> Option<Arc<cel::Env>> {
         let mut env = cel::Env::stdlib();
         env.add_extension(cel::extensions::strings).ok()?;
         env.add_extension(cel::extensions::lists).ok()?;
+        crate::k8slib::register(&mut env).ok()?;
         Some(Arc::new(env))
     })
     .clone()
@@ -467,6 +468,29 @@ mod tests {
             ),
             Outcome::Fail(_)
         ));
+    }
+
+    #[test]
+    fn kubernetes_library_functions_beside_extensions() {
+        let st = json!({"type": "string"});
+        assert_eq!(
+            eval("self.indexOf('c') == 2", st.clone(), json!("abc"), None),
+            Outcome::Pass
+        );
+        assert_eq!(
+            eval("self.find('[0-9]+') == '42'", st, json!("v42"), None),
+            Outcome::Pass
+        );
+        let l = json!({"type": "array", "items": {"type": "integer"}});
+        assert_eq!(
+            eval(
+                "self.indexOf(3) == 1 && self.isSorted() && self.sum() == 4",
+                l,
+                json!([1, 3]),
+                None
+            ),
+            Outcome::Pass
+        );
     }
 
     #[test]

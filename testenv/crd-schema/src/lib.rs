@@ -16,6 +16,7 @@ mod defaulting;
 mod error;
 mod formats;
 mod gofmt;
+mod k8slib;
 mod listtype;
 mod node;
 mod pattern;
