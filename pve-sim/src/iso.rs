@@ -76,7 +76,7 @@ fn read_dir(iso: &[u8], extent: usize, size: usize, joliet: bool) -> Vec<Entry> 
         if raw == [0] || raw == [1] {
             continue;
         }
-        let su_start = 33 + name_len + usize::from(name_len % 2 == 0);
+        let su_start = 33 + name_len + usize::from(name_len.is_multiple_of(2));
         let mut name = decode_name(raw, joliet);
         if !joliet && let Some(rr) = rec.get(su_start..).and_then(rock_ridge_name) {
             name = rr;

@@ -668,7 +668,7 @@ pub fn parse_size(s: &str) -> Option<u64> {
 /// Formats bytes the way PVE writes `size=` (largest exact unit).
 pub fn format_size(bytes: u64) -> String {
     for (unit, m) in [("T", 1u64 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)] {
-        if bytes >= m && bytes % m == 0 {
+        if bytes >= m && bytes.is_multiple_of(m) {
             return format!("{}{unit}", bytes / m);
         }
     }

@@ -26,23 +26,31 @@ pub enum ScenarioError {
 
 /// A complete simulated cluster: nodes, storages, templates, users, timing, guest behaviour, faults.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Scenario {
-    /// Cluster name reported by `/cluster/status`.
+    /// Cluster name reported by `/cluster/status` (default `sim`).
+    #[serde(default = "default_cluster_name")]
     pub cluster_name: String,
-    /// Cluster nodes.
+    /// Cluster nodes (default `pve1`..`pve3`).
+    #[serde(default = "default_nodes")]
     pub nodes: Vec<NodeSpec>,
-    /// Storages (shared ones exist once, local ones on every listed node).
+    /// Storages (default `local`, `local-lvm`, `shared`); shared ones exist once, local ones on every listed node.
+    #[serde(default = "default_storages")]
     pub storages: Vec<StorageSpec>,
-    /// Templates (and plain VMs) present at start.
+    /// Templates (and plain VMs) present at start (default none when omitted in a file).
+    #[serde(default)]
     pub templates: Vec<VmSpec>,
-    /// Users with their passwords and API tokens.
+    /// Users with their passwords and API tokens (default `root@pam` and `capmox@pve!capi`).
+    #[serde(default = "default_users")]
     pub users: Vec<UserSpec>,
     /// Task and guest timings.
+    #[serde(default)]
     pub latency: LatencySpec,
     /// Simulated guest behaviour.
+    #[serde(default)]
     pub guest: GuestSpec,
     /// Fault injection.
+    #[serde(default)]
     pub faults: FaultSpec,
 }
 
@@ -297,6 +305,22 @@ fn default_fault_status() -> u16 {
 }
 fn default_fault_message() -> String {
     "injected fault".to_string()
+}
+
+fn default_cluster_name() -> String {
+    "sim".to_string()
+}
+
+fn default_nodes() -> Vec<NodeSpec> {
+    Scenario::default().nodes
+}
+
+fn default_storages() -> Vec<StorageSpec> {
+    Scenario::default().storages
+}
+
+fn default_users() -> Vec<UserSpec> {
+    Scenario::default().users
 }
 
 impl Default for Scenario {

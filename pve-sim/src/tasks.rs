@@ -122,9 +122,19 @@ pub fn start(
     c.next_pid = c.next_pid.wrapping_add(1 + (c.next_pid % 7));
     let pstart = c.nodes.get(&spec.node).map(|n| n.pstart).unwrap_or(0x0100_0000);
     let starttime = now_epoch();
-    let upid = format_upid(
-        &spec.node, pid, pstart, starttime, spec.kind, &spec.id, &spec.user,
-    );
+    // UPID fields cannot contain ':' or '/' (e.g. a volid as the id of `imgdel`).
+    let id: String = spec
+        .id
+        .chars()
+        .map(|ch| {
+            if ch == ':' || ch == '/' || ch.is_whitespace() {
+                '_'
+            } else {
+                ch
+            }
+        })
+        .collect();
+    let upid = format_upid(&spec.node, pid, pstart, starttime, spec.kind, &id, &spec.user);
     let delay = c.latency.task(&spec.latency_key);
     c.tasks.insert(
         upid.clone(),
@@ -135,7 +145,7 @@ pub fn start(
             pstart,
             starttime,
             kind: spec.kind.to_string(),
-            id: spec.id.clone(),
+            id,
             user: spec.user.clone(),
             log: spec.log,
             exitstatus: None,

@@ -1,4 +1,5 @@
 //! Pins PVE behaviour the provider relies on (see docs/proxmox-api.md §4.4, §8, §9).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -421,8 +422,10 @@ async fn guest_agent_and_cloud_init() {
     assert_eq!(st["exitcode"], json!(0));
     assert!(st["out-data"].as_str().unwrap().contains("running"));
     // Make cloud-init finish now, then fail, then degrade.
-    let mut latency = pve_sim::LatencySpec::default();
-    latency.cloud_init_done_ms = Some(0);
+    let latency = pve_sim::LatencySpec {
+        cloud_init_done_ms: Some(0),
+        ..Default::default()
+    };
     sim.server.state().set_latency(latency);
     let st = cloud_init_status(&sim).await;
     assert_eq!(st["exitcode"], json!(0));
@@ -436,8 +439,10 @@ async fn guest_agent_and_cloud_init() {
         .set_cloud_init(Some(180), pve_sim::CloudInitResult::Degraded);
     assert_eq!(cloud_init_status(&sim).await["exitcode"], json!(2));
     // Agent not yet up.
-    let mut latency = pve_sim::LatencySpec::default();
-    latency.agent_ready_ms = Some(3_600_000);
+    let latency = pve_sim::LatencySpec {
+        agent_ready_ms: Some(3_600_000),
+        ..Default::default()
+    };
     sim.server.state().set_latency(latency);
     let r = sim.get("/nodes/pve1/qemu/180/agent/get-osinfo").await;
     assert_eq!(r.status, 500);

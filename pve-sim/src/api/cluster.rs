@@ -175,11 +175,8 @@ pub fn nextid(ctx: &Ctx, p: &Params) -> HandlerResult {
 /// Parses `vm:100` or `100` into a VMID.
 fn parse_sid(sid: &str) -> Result<u32, ApiError> {
     let id = sid.strip_prefix("vm:").unwrap_or(sid);
-    if sid.starts_with("ct:") {
-        return Err(ApiError::server(format!(
-            "unable to find container {}",
-            &sid[3..]
-        )));
+    if let Some(ct) = sid.strip_prefix("ct:") {
+        return Err(ApiError::server(format!("unable to find container {ct}")));
     }
     id.parse::<u32>().ok().filter(|v| *v >= 100).ok_or_else(|| {
         ApiError::param(

@@ -37,24 +37,29 @@ pub fn list(ctx: &Ctx, p: &Params) -> HandlerResult {
     })
 }
 
+/// What identifies a task to start.
+struct Tk<'a> {
+    node: &'a str,
+    kind: &'static str,
+    id: String,
+    latency: &'a str,
+    log: Vec<String>,
+}
+
 fn start_task(
     ctx: &Ctx,
     c: &mut Cluster,
-    node: &str,
-    kind: &'static str,
-    id: String,
-    latency_key: &str,
-    log: Vec<String>,
+    t: Tk<'_>,
     run: tasks::TaskRun,
     rollback: Option<tasks::TaskRollback>,
 ) -> String {
     let spec = TaskSpec {
-        node: node.to_string(),
-        kind,
-        id,
+        node: t.node.to_string(),
+        kind: t.kind,
+        id: t.id,
         user: ctx.user.clone(),
-        latency_key: latency_key.to_string(),
-        log,
+        latency_key: t.latency.to_string(),
+        log: t.log,
     };
     tasks::start(&ctx.state, c, spec, run, rollback)
 }
@@ -88,11 +93,13 @@ pub fn delete(ctx: &Ctx, p: &Params) -> HandlerResult {
         let upid = start_task(
             ctx,
             c,
-            &node,
-            "qmdestroy",
-            vmid.to_string(),
-            "qmdestroy",
-            Vec::new(),
+            Tk {
+                node: &node,
+                kind: "qmdestroy",
+                id: vmid.to_string(),
+                latency: "qmdestroy",
+                log: Vec::new(),
+            },
             Box::new(move |c: &mut Cluster| {
                 let vm = c.vm_on(&n, vmid).ok_or_else(|| find_missing(&n, vmid))?;
                 if !skiplock {
@@ -311,11 +318,13 @@ pub fn clone(ctx: &Ctx, p: &Params) -> HandlerResult {
         let upid = start_task(
             ctx,
             c,
-            &node,
-            "qmclone",
-            vmid.to_string(),
-            latency,
-            log,
+            Tk {
+                node: &node,
+                kind: "qmclone",
+                id: vmid.to_string(),
+                latency,
+                log,
+            },
             run,
             Some(rollback),
         );
@@ -430,11 +439,13 @@ pub fn resize(ctx: &Ctx, p: &Params) -> HandlerResult {
         let upid = start_task(
             ctx,
             c,
-            &node,
-            "resize",
-            vmid.to_string(),
-            "resize",
-            Vec::new(),
+            Tk {
+                node: &node,
+                kind: "resize",
+                id: vmid.to_string(),
+                latency: "resize",
+                log: Vec::new(),
+            },
             Box::new(move |c: &mut Cluster| {
                 let vm = c.vm_on_mut(&n, vmid).ok_or_else(|| find_missing(&n, vmid))?;
                 vm.check_lock()?;
@@ -505,11 +516,13 @@ pub fn template(ctx: &Ctx, p: &Params) -> HandlerResult {
         let upid = start_task(
             ctx,
             c,
-            &node,
-            "qmtemplate",
-            vmid.to_string(),
-            "qmtemplate",
-            Vec::new(),
+            Tk {
+                node: &node,
+                kind: "qmtemplate",
+                id: vmid.to_string(),
+                latency: "qmtemplate",
+                log: Vec::new(),
+            },
             Box::new(move |c: &mut Cluster| {
                 let vm = c.vm_on_mut(&n, vmid).ok_or_else(|| find_missing(&n, vmid))?;
                 let from = format!("vm-{vmid}-disk-");
@@ -573,11 +586,13 @@ pub fn snapshot_create(ctx: &Ctx, p: &Params) -> HandlerResult {
         let upid = start_task(
             ctx,
             c,
-            &node,
-            "qmsnapshot",
-            vmid.to_string(),
-            "qmsnapshot",
-            Vec::new(),
+            Tk {
+                node: &node,
+                kind: "qmsnapshot",
+                id: vmid.to_string(),
+                latency: "qmsnapshot",
+                log: Vec::new(),
+            },
             Box::new(move |c: &mut Cluster| {
                 let vm = c.vm_on_mut(&n, vmid).ok_or_else(|| find_missing(&n, vmid))?;
                 vm.check_lock()?;
@@ -618,11 +633,13 @@ pub fn snapshot_delete(ctx: &Ctx, p: &Params) -> HandlerResult {
         let upid = start_task(
             ctx,
             c,
-            &node,
-            "qmdelsnapshot",
-            vmid.to_string(),
-            "qmdelsnapshot",
-            Vec::new(),
+            Tk {
+                node: &node,
+                kind: "qmdelsnapshot",
+                id: vmid.to_string(),
+                latency: "qmdelsnapshot",
+                log: Vec::new(),
+            },
             Box::new(move |c: &mut Cluster| {
                 let vm = c.vm_on_mut(&n, vmid).ok_or_else(|| find_missing(&n, vmid))?;
                 vm.check_lock()?;

@@ -1,7 +1,5 @@
 //! Storage list/status, content list/get/delete, ISO upload.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Map, Value, json};
 
 use super::{Ctx, HandlerResult, Reply, check_node};
@@ -202,7 +200,7 @@ pub fn content_get(ctx: &Ctx, p: &Params) -> HandlerResult {
         let s = storage(c, &node, &name)?;
         if let Some(v) = c.volumes_of(&node, s).and_then(|m| m.get(&volid)) {
             let rel = volid.split_once(':').map(|(_, r)| r).unwrap_or("");
-            let path = format!("/mnt/pve/{}/template/{}", s.name, rel.replace("iso/", "iso/"));
+            let path = format!("/mnt/pve/{}/template/{}", s.name, rel);
             return Ok(Reply::data(
                 json!({"path": path, "size": v.data.len(), "used": v.data.len(), "format": v.format}),
             ));
@@ -340,7 +338,7 @@ pub fn upload(ctx: &Ctx, p: &Params) -> HandlerResult {
             spec,
             Box::new(move |c: &mut Cluster| {
                 let size = file.data.len();
-                c.volumes.entry(key).or_insert_with(BTreeMap::new).insert(
+                c.volumes.entry(key).or_default().insert(
                     volid.clone(),
                     Volume {
                         volid: volid.clone(),

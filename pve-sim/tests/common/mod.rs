@@ -1,5 +1,5 @@
 //! Shared helpers for the simulator's integration tests.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
