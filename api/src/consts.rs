@@ -41,3 +41,22 @@ pub const DEFAULT_GATEWAY_ANNOTATION: &str = "ipam.capmox.cluster.x-k8s.io/defau
 pub const CONVERSION_DATA_ANNOTATION: &str = "cluster.x-k8s.io/conversion-data";
 /// Annotation/label pausing reconciliation of an object.
 pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+
+/// Value of [`IP_FAMILY_ANNOTATION`] for IPv4 pools.
+pub const IP_FAMILY_IPV4: &str = "ipv4";
+/// Value of [`IP_FAMILY_ANNOTATION`] for IPv6 pools.
+pub const IP_FAMILY_IPV6: &str = "ipv6";
+/// Suffix of the IPv4 InClusterIPPool created for a cluster (`<cluster>-v4-icip`, `<cluster>-<zone>-v4-icip`).
+pub const IPV4_POOL_SUFFIX: &str = "-v4-icip";
+/// Suffix of the IPv6 InClusterIPPool created for a cluster.
+pub const IPV6_POOL_SUFFIX: &str = "-v6-icip";
+
+/// Event reason: an IP address status was recovered from existing IPAddress objects.
+pub const EVENT_RECOVERED_IP_ADDRESS_STATUS: &str = "RecoveredIPAddressStatus";
+/// Event reason: an IPAddress no longer belongs to any NIC.
+pub const EVENT_ORPHANED_IP_ADDRESS: &str = "OrphanedIPAddress";
+/// Name the controllers record events under.
+pub const EVENT_RECORDER_NAME: &str = "proxmox-controller";
+
+/// Prefix of every `providerID`.
+pub const PROVIDER_ID_PREFIX: &str = "proxmox://";
