@@ -1,0 +1,32 @@
+//! Shared state handed to every controller: the Kubernetes client, the Proxmox client source,
+//! the event reporter identity, metrics and the manager's settings.
+
+use std::sync::Arc;
+
+use crate::metrics::Metrics;
+
+/// Settings every controller reads (filled from the manager's command line).
+#[derive(Debug, Clone, Default)]
+pub struct ControllerSettings {
+    /// Only watch objects in this namespace (`None`: all namespaces).
+    pub namespace: Option<String>,
+    /// Maximum number of objects of one kind reconciled at the same time.
+    pub concurrency: u16,
+}
+
+/// Everything a reconcile needs besides the object itself.
+#[derive(Clone)]
+pub struct Context {
+    /// Kubernetes API client.
+    pub client: kube::Client,
+    /// Manager-wide Prometheus metrics.
+    pub metrics: Arc<Metrics>,
+    /// Settings from the command line.
+    pub settings: ControllerSettings,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").field("settings", &self.settings).finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,2 @@
+//! Controllers: thin reconcile loops that fetch what a reconcile needs, call one service entry
+//! point and write status back.
