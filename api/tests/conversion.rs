@@ -1,5 +1,8 @@
 //! Example-based tests of the individual capmox conversion rules (v1alpha1 ⇄ v1alpha2).
 
+// Helpers outside `#[test]` functions panic on failure like the tests themselves.
+#![allow(clippy::expect_used)]
+
 use capmox_api::consts::CONVERSION_DATA_ANNOTATION;
 use capmox_api::conversion::{ConversionError, Convertible, convert_value};
 use capmox_api::{v1alpha1, v1alpha2};
