@@ -158,13 +158,8 @@ async fn agent_error_classes() {
         .unwrap();
     client.wait_for_task(&upid, TASK_TIMEOUT).await.unwrap();
     let err = client.agent_os_info("pve1", newid).await.unwrap_err();
-    if err.message().contains("is not running") && !err.message().contains("agent") {
-        assert_eq!(err.class(), ErrorClass::WrongState, "{err:?}");
-    } else {
-        // pve-sim currently answers "QEMU guest agent is not running" for a stopped VM
-        // (PVE says "VM <vmid> is not running"); both are transient for the controller.
-        assert_eq!(err.class(), ErrorClass::AgentNotReady, "{err:?}");
-    }
+    assert_eq!(err.class(), ErrorClass::WrongState, "{err:?}");
+    assert_eq!(err.message(), format!("VM {newid} is not running"));
     assert!(err.is_retryable());
 
     // Agent not configured (checked before the power state; applied directly on a stopped VM).

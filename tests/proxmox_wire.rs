@@ -364,3 +364,23 @@ async fn proxy_errors_retry_gets_only() {
         .count();
     assert_eq!(posts, 1, "writes are never retried inside the client");
 }
+
+#[tokio::test]
+async fn aged_ticket_is_renewed_with_itself() {
+    let (url, state) = start_stub().await;
+    let mut cfg = ClientConfig::new(&url, Credentials::password("root@pam", "good-password"));
+    cfg.ticket_renew_after = std::time::Duration::ZERO;
+    let client = Client::new(cfg).unwrap();
+    client.version().await.unwrap();
+    let first_ticket = state.lock().unwrap().valid_ticket.clone().unwrap();
+    client.version().await.unwrap();
+    let st = state.lock().unwrap();
+    assert_eq!(st.logins.len(), 2);
+    assert_eq!(st.logins[0]["password"], "good-password");
+    assert_eq!(
+        st.logins[1]["password"],
+        first_ticket.as_str(),
+        "renewal sends the current ticket as password"
+    );
+    assert_ne!(st.valid_ticket.as_deref(), Some(first_ticket.as_str()));
+}

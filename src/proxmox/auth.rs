@@ -102,9 +102,9 @@ pub struct Ticket {
 }
 
 impl Ticket {
-    /// Whether the ticket should be renewed before use.
-    pub fn needs_renewal(&self, now: Instant) -> bool {
-        now.saturating_duration_since(self.obtained) >= TICKET_RENEW_AFTER
+    /// Whether the ticket should be renewed before use (older than `renew_after`).
+    pub fn needs_renewal(&self, now: Instant, renew_after: Duration) -> bool {
+        now.saturating_duration_since(self.obtained) >= renew_after
     }
 
     /// Whether PVE still accepts the ticket (so it can be used to renew itself).
@@ -206,8 +206,8 @@ mod tests {
             username: "u@pam".into(),
             obtained: now,
         };
-        assert!(!t.needs_renewal(now));
-        assert!(t.needs_renewal(now + TICKET_RENEW_AFTER));
+        assert!(!t.needs_renewal(now, TICKET_RENEW_AFTER));
+        assert!(t.needs_renewal(now + TICKET_RENEW_AFTER, TICKET_RENEW_AFTER));
         assert!(t.is_valid(now + TICKET_RENEW_AFTER));
         assert!(!t.is_valid(now + TICKET_LIFETIME));
     }

@@ -61,6 +61,8 @@ pub struct ClientConfig {
     pub retry_base: Duration,
     /// Task status polling.
     pub task_poll: TaskPollPolicy,
+    /// Age after which a ticket is renewed before use (default 1 h 45 min; PVE tickets live 2 h).
+    pub ticket_renew_after: Duration,
 }
 
 impl ClientConfig {
@@ -76,6 +78,7 @@ impl ClientConfig {
             get_retries: 2,
             retry_base: Duration::from_secs(1),
             task_poll: TaskPollPolicy::default(),
+            ticket_renew_after: auth::TICKET_RENEW_AFTER,
         }
     }
 
@@ -231,7 +234,10 @@ impl Client {
             Credentials::Token { token_id, secret } => Ok(vec![auth::token_header(token_id, secret)?]),
             Credentials::Password { .. } => {
                 let mut guard = self.inner.ticket.lock().await;
-                let stale = guard.as_ref().is_none_or(|t| t.needs_renewal(Instant::now()));
+                let renew_after = self.inner.config.ticket_renew_after;
+                let stale = guard
+                    .as_ref()
+                    .is_none_or(|t| t.needs_renewal(Instant::now(), renew_after));
                 if stale || force_renew {
                     // After a 401 the current ticket is not trusted for renewal.
                     let current = if force_renew { None } else { guard.as_ref() };
