@@ -105,6 +105,16 @@ impl Schema {
         prune::prune_resource(obj, &self.inner.root);
     }
 
+    /// [`prune`](Self::prune), returning the paths of the unknown fields it dropped, sorted
+    /// (`spec.foo`, `spec.list[0].bar`, `metadata.bogus`): what the apiserver reports as
+    /// `unknown field "spec.foo"` warnings, or rejects with `fieldValidation=Strict`
+    /// (`strict decoding error: unknown field "spec.foo"`).
+    pub fn prune_reporting_unknown(&self, obj: &mut Value) -> Vec<String> {
+        let mut dropped = prune::prune_resource(obj, &self.inner.root);
+        dropped.sort();
+        dropped
+    }
+
     /// Applies `default` values as the apiserver does after pruning: absent properties of present
     /// objects (and non-nullable `null`s) get the pruned default, recursively.
     pub fn default(&self, obj: &mut Value) {

@@ -7,15 +7,18 @@ use serde_json::Value;
 use crate::node::{Additional, Node};
 
 /// Prunes a whole resource: the root is treated as an embedded resource, so `apiVersion` and
-/// `kind` (when strings) and the whole `metadata` object are kept.
-pub(crate) fn prune_resource(obj: &mut Value, root: &Node) {
-    prune(obj, Some(root), true);
+/// `kind` (when strings) and `metadata` (reduced to `ObjectMeta` fields) are kept. Returns the
+/// paths of the dropped fields (`spec.foo`, `spec.list[0].bar`, `metadata.bogus`).
+pub(crate) fn prune_resource(obj: &mut Value, root: &Node) -> Vec<String> {
+    let mut dropped = Vec::new();
+    prune(obj, Some(root), true, "", &mut dropped);
     drop_null_without_default(obj, root);
+    dropped
 }
 
 /// Prunes a value (a default, or a sub-tree) against `s`.
 pub(crate) fn prune_value(v: &mut Value, s: &Node) {
-    prune(v, Some(s), false);
+    prune(v, Some(s), false, "", &mut Vec::new());
 }
 
 /// The fields of `ObjectMeta`; anything else in `metadata` is dropped, as the apiserver's
@@ -38,9 +41,23 @@ const OBJECT_META_FIELDS: [&str; 15] = [
     "managedFields",
 ];
 
-fn coerce_metadata(v: &mut Value) {
+fn child(path: &str, k: &str) -> String {
+    if path.is_empty() {
+        k.to_string()
+    } else {
+        format!("{path}.{k}")
+    }
+}
+
+fn coerce_metadata(v: &mut Value, path: &str, dropped: &mut Vec<String>) {
     if let Value::Object(m) = v {
-        m.retain(|k, _| OBJECT_META_FIELDS.contains(&k.as_str()));
+        m.retain(|k, _| {
+            let known = OBJECT_META_FIELDS.contains(&k.as_str());
+            if !known {
+                dropped.push(child(path, k));
+            }
+            known
+        });
     }
 }
 
@@ -52,76 +69,84 @@ fn is_kept_meta_field(key: &str, v: &Value) -> bool {
     }
 }
 
-fn prune(x: &mut Value, s: Option<&Node>, is_resource: bool) {
+fn prune(x: &mut Value, s: Option<&Node>, is_resource: bool, path: &str, dropped: &mut Vec<String>) {
     if let Some(s) = s
         && s.preserve_unknown
     {
-        skip_prune(x, s, is_resource);
+        skip_prune(x, s, is_resource, path, dropped);
         return;
     }
     match x {
         Value::Object(map) => {
             let Some(s) = s else {
+                for k in map.keys() {
+                    dropped.push(child(path, k));
+                }
                 map.clear();
                 return;
             };
             let embedded = is_resource || s.embedded_resource;
             map.retain(|k, v| {
+                let here = child(path, k);
                 if embedded && is_kept_meta_field(k, v) {
                     if k == "metadata" {
-                        coerce_metadata(v);
+                        coerce_metadata(v, &here, dropped);
                     }
                     return true;
                 }
                 if let Some(p) = s.properties.get(k) {
-                    prune(v, Some(p), false);
+                    prune(v, Some(p), false, &here, dropped);
                     return true;
                 }
                 match &s.additional {
                     Some(Additional::Schema(a)) => {
-                        prune(v, Some(a), false);
+                        prune(v, Some(a), false, &here, dropped);
                         true
                     }
                     Some(Additional::Bool(true)) => {
-                        prune(v, None, false);
+                        prune(v, None, false, &here, dropped);
                         true
                     }
-                    _ => false,
+                    _ => {
+                        dropped.push(here);
+                        false
+                    }
                 }
             });
         }
         Value::Array(items) => {
             let item_schema = s.and_then(|s| s.items.as_deref());
-            for i in items.iter_mut() {
-                prune(i, item_schema, false);
+            for (i, item) in items.iter_mut().enumerate() {
+                prune(item, item_schema, false, &format!("{path}[{i}]"), dropped);
             }
         }
         _ => {}
     }
 }
 
-fn skip_prune(x: &mut Value, s: &Node, is_resource: bool) {
+fn skip_prune(x: &mut Value, s: &Node, is_resource: bool, path: &str, dropped: &mut Vec<String>) {
     match x {
         Value::Object(map) => {
             let embedded = is_resource || s.embedded_resource;
             for (k, v) in map.iter_mut() {
+                let here = child(path, k);
                 if embedded && is_kept_meta_field(k, v) {
                     if k == "metadata" {
-                        coerce_metadata(v);
+                        coerce_metadata(v, &here, dropped);
                     }
                     continue;
                 }
                 if let Some(p) = s.properties.get(k) {
-                    prune(v, Some(p), false);
+                    prune(v, Some(p), false, &here, dropped);
                 } else if let Some(a) = s.additional_schema() {
-                    prune(v, Some(a), false);
+                    prune(v, Some(a), false, &here, dropped);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item_schema) = s.items.as_deref() {
-                for i in items.iter_mut() {
-                    skip_prune(i, item_schema, false);
+                for (i, item) in items.iter_mut().enumerate() {
+                    skip_prune(item, item_schema, false, &format!("{path}[{i}]"), dropped);
                 }
             }
         }

@@ -19,15 +19,23 @@ pub fn check(schema: &Value) -> Vec<String> {
 /// Like [`check`], with the field path of the schema given (for a `v1` CRD the apiserver uses
 /// `spec.versions[i].schema.openAPIV3Schema`).
 pub fn check_at(schema: &Value, prefix: &str) -> Vec<String> {
+    check_errors(schema, prefix)
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// Like [`check_at`], as field errors (for `Status.details.causes`), sorted by their text.
+pub fn check_errors(schema: &Value, prefix: &str) -> Vec<FieldError> {
     let mut errs = Vec::new();
     match schema.as_object() {
         Some(obj) => invariants(obj, Level::Root, prefix, &mut errs),
         None => errs.push(FieldError::required(prefix, "must be a schema object")),
     }
-    let mut out: Vec<String> = errs.iter().map(ToString::to_string).collect();
-    out.sort();
-    out.dedup();
-    out
+    let mut keyed: Vec<(String, FieldError)> = errs.into_iter().map(|e| (e.to_string(), e)).collect();
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    keyed.dedup_by(|a, b| a.0 == b.0);
+    keyed.into_iter().map(|(_, e)| e).collect()
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -565,6 +573,14 @@ mod tests {
         assert_eq!(
             check_at(&json!({"type": "string"}), "spec.versions[0].schema.openAPIV3Schema"),
             vec!["spec.versions[0].schema.openAPIV3Schema.type: Invalid value: \"string\": must be object at the root".to_string()]
+        );
+        let errs = check_errors(&json!({"type": "string"}), "p");
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].field, "p.type");
+        assert_eq!(errs[0].kind, FieldErrorKind::Invalid);
+        assert_eq!(
+            errs[0].reason_string(),
+            "Invalid value: \"string\": must be object at the root"
         );
         assert_eq!(
             check(&json!({})),
