@@ -36,7 +36,7 @@ const CONTROL: &[&str] = &[
     "background_delay",
 ];
 
-fn validate_config(p: &mut Map<String, Value>, asynchronous: bool) -> Result<(), ApiError> {
+pub(crate) fn validate_config(p: &mut Map<String, Value>, asynchronous: bool) -> Result<(), ApiError> {
     let mut errors = BTreeMap::new();
     for (k, v) in p.iter() {
         let res = match k.as_str() {
@@ -204,7 +204,7 @@ fn hot_pluggable(key: &str) -> bool {
 }
 
 /// Normalises a value before storing: MACs for nets, allocated disks, tags.
-fn normalise(
+pub(crate) fn normalise(
     c: &mut Cluster,
     node: &str,
     vmid: u32,

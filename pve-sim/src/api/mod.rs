@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod cluster;
 pub mod config;
+pub mod create;
 pub mod nodes;
 pub mod power;
 pub mod qemu;
@@ -454,6 +455,12 @@ pub fn route(method: &str, segs: &[&str]) -> Option<Route> {
             v_qemu_list,
             vec![("node", s(n))],
         ),
+        ("POST", ["nodes", n, "qemu"]) => mk(
+            "POST /nodes/{node}/qemu",
+            create::create,
+            create::validate_create,
+            vec![("node", s(n))],
+        ),
         (_, ["nodes", n, "qemu", vmid, rest @ ..]) => vm_route(method, n, vmid, rest),
         _ => None,
     }
@@ -614,12 +621,16 @@ fn vm_route(method: &str, node: &str, vmid: &str, rest: &[&str]) -> Option<Route
 }
 
 /// `hostname lookup` failure for an unknown node (PVE tries to proxy to it).
+/// An offline member gives 595 (the proxy cannot reach it).
 pub fn check_node(ctx: &Ctx, node: &str) -> Result<(), ApiError> {
-    if ctx.state.with(|c| c.nodes.contains_key(node)) {
-        Ok(())
-    } else {
-        Err(ApiError::server(format!(
+    match ctx.state.with(|c| c.nodes.get(node).map(|n| n.online)) {
+        Some(true) => Ok(()),
+        Some(false) => Err(ApiError::status(
+            595,
+            "Errors during connection establishment, proxy handshake: No route to host",
+        )),
+        None => Err(ApiError::server(format!(
             "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"
-        )))
+        ))),
     }
 }

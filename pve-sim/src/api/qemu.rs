@@ -106,6 +106,15 @@ pub fn delete(ctx: &Ctx, p: &Params) -> HandlerResult {
                     vm.check_lock()?;
                 }
                 let disks: Vec<String> = vm.disks().into_iter().map(|(k, _)| k).collect();
+                if vm.is_template() && c.vms.values().any(|other| other.linked_base == Some(vmid)) {
+                    let base = disks
+                        .first()
+                        .and_then(|d| vm.config.get(d))
+                        .and_then(|v| propstr::to_map(v, Some("file")).get("file").cloned())
+                        .map(|f| f.split_once(':').map(|(_, n)| n.to_string()).unwrap_or(f))
+                        .unwrap_or_default();
+                    return Err(format!("base volume '{base}' is still in use by linked clones"));
+                }
                 c.vms.remove(&vmid);
                 if purge {
                     c.ha.remove(&vmid);
@@ -295,6 +304,7 @@ pub fn clone(ctx: &Ctx, p: &Params) -> HandlerResult {
             match c.vm_on_mut(&target, newid) {
                 Some(vm) => {
                     vm.config = cfg;
+                    vm.linked_base = if full { None } else { Some(src.vmid) };
                     vm.touch();
                     Ok(Vec::new())
                 }

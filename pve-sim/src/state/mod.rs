@@ -446,6 +446,17 @@ impl SimState {
         })
     }
 
+    /// Marks a node online or offline (offline nodes answer 595 on `/nodes/{node}/...`).
+    pub fn set_node_online(&self, node: &str, online: bool) -> bool {
+        self.with(|c| match c.nodes.get_mut(node) {
+            Some(n) => {
+                n.online = online;
+                true
+            }
+            None => false,
+        })
+    }
+
     /// Number of requests seen for an endpoint key such as `POST /nodes/{node}/qemu/{vmid}/clone`.
     pub fn request_count(&self, endpoint: &str) -> u64 {
         self.with(|c| c.counts.get(endpoint).copied().unwrap_or(0))

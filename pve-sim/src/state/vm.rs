@@ -76,6 +76,8 @@ pub struct Vm {
     pub cloud_init: Option<CloudInitResult>,
     /// Config write generation (feeds the digest).
     pub generation: u64,
+    /// Template this VM is a linked clone of (its disks use the template's base volumes).
+    pub linked_base: Option<u32>,
 }
 
 impl Vm {
@@ -95,6 +97,7 @@ impl Vm {
             next_exec_pid: 1000,
             cloud_init: None,
             generation: 0,
+            linked_base: None,
         }
     }
 

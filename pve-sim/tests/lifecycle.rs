@@ -1,0 +1,83 @@
+//! VM create, template conversion, template deletion with linked clones, offline nodes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use serde_json::json;
+
+#[tokio::test]
+async fn create_template_and_linked_clone_lifecycle() {
+    let sim = common::start_default().await;
+    let body = json!({
+        "vmid": 900, "name": "golden", "cores": 2, "memory": "2048", "agent": "1",
+        "scsi0": "local-lvm:8", "net0": "virtio,bridge=vmbr0", "tags": "B;a",
+    });
+    let r = sim.post("/nodes/pve1/qemu", body.clone()).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(sim.wait_task(r.json["data"].as_str().unwrap()).await, "OK");
+    let cfg = sim.get("/nodes/pve1/qemu/900/config").await.json["data"].clone();
+    assert_eq!(cfg["scsi0"], "local-lvm:vm-900-disk-0,size=8G");
+    assert!(cfg["smbios1"].as_str().unwrap().starts_with("uuid="));
+    assert!(cfg["net0"].as_str().unwrap().starts_with("virtio=BC:24:11:"));
+    assert_eq!(cfg["tags"], "B;a", "create does not normalise tags");
+    assert_eq!(cfg["boot"], "order=net0;scsi0");
+    let r = sim.post("/nodes/pve2/qemu", json!({"vmid": 900})).await;
+    assert_eq!(
+        r.json["message"],
+        "unable to create VM 900 - VM 900 already exists on node 'pve1'\n"
+    );
+    let r = sim
+        .post("/nodes/pve1/qemu", json!({"vmid": 901, "scsi0": "nope:8"}))
+        .await;
+    assert_eq!(r.json["message"], "storage 'nope' does not exist\n");
+
+    // Convert to a template, then linked-clone it.
+    assert_eq!(
+        sim.post_task("/nodes/pve1/qemu/900/template", json!({})).await,
+        "OK"
+    );
+    let cfg = sim.get("/nodes/pve1/qemu/900/config").await.json["data"].clone();
+    assert_eq!(cfg["template"], json!(1));
+    assert_eq!(cfg["scsi0"], "local-lvm:base-900-disk-0,size=8G");
+    let r = sim.post("/nodes/pve1/qemu/900/template", json!({})).await;
+    assert_eq!(r.json["message"], "you can't convert a template to a template\n");
+    assert_eq!(
+        sim.post_task("/nodes/pve1/qemu/900/clone", json!({"newid": 902}))
+            .await,
+        "OK"
+    );
+    let r = sim.delete("/nodes/pve1/qemu/900").await;
+    assert_eq!(
+        sim.wait_task(r.json["data"].as_str().unwrap()).await,
+        "base volume 'base-900-disk-0' is still in use by linked clones"
+    );
+    let r = sim.delete("/nodes/pve1/qemu/902").await;
+    assert_eq!(sim.wait_task(r.json["data"].as_str().unwrap()).await, "OK");
+    let r = sim.delete("/nodes/pve1/qemu/900").await;
+    assert_eq!(sim.wait_task(r.json["data"].as_str().unwrap()).await, "OK");
+    assert!(sim.server.state().vm(900).is_none());
+}
+
+#[tokio::test]
+async fn offline_and_unknown_nodes() {
+    let sim = common::start_default().await;
+    assert!(sim.server.state().set_node_online("pve3", false));
+    let r = sim.get("/nodes/pve3/status").await;
+    assert_eq!(r.status, 595);
+    let nodes = sim.get("/nodes").await.json["data"].clone();
+    assert!(
+        nodes
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["node"] == "pve3" && n["status"] == "offline")
+    );
+    let r = sim.get("/nodes/pve9/qemu").await;
+    assert_eq!(r.status, 500);
+    assert!(
+        r.json["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("hostname lookup 'pve9' failed")
+    );
+}
