@@ -183,6 +183,13 @@ fn admit(
     } else if def.plural == "namespaces" && def.group.is_empty() {
         let deleting = !meta_str(obj, "deletionTimestamp").is_empty();
         obj["status"] = json!({"phase": if deleting { "Terminating" } else { "Active" }});
+        let name = json!(meta_str(obj, "name"));
+        if let Ok(m) = meta_mut(obj) {
+            let labels = m.entry("labels").or_insert_with(|| json!({}));
+            if let Some(l) = labels.as_object_mut() {
+                l.insert("kubernetes.io/metadata.name".into(), name);
+            }
+        }
     }
     Ok(())
 }

@@ -1,0 +1,160 @@
+//! More API semantics: streaming lists (`sendInitialEvents`), kube-runtime's watcher on both list
+//! strategies, dry-run, deletecollection with selectors, CRD deletion.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::*;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+
+fn cm(name: &str, labels: serde_json::Value) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap()
+}
+
+async fn seen_names(api: Api<ConfigMap>, cfg: watcher::Config, want: usize) -> BTreeSet<String> {
+    let mut stream = watcher(api, cfg).default_backoff().applied_objects().boxed();
+    let mut names = BTreeSet::new();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while names.len() < want {
+            let o = stream.try_next().await.unwrap().expect("watcher ended");
+            names.insert(o.metadata.name.unwrap());
+        }
+    })
+    .await
+    .expect("watcher delivered the objects");
+    names
+}
+
+#[tokio::test]
+async fn watcher_list_watch_and_streaming_list() {
+    let env = env().await;
+    let c = env.client();
+    let ns = namespace(&c).await;
+    let api: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
+    for n in ["a", "b", "c"] {
+        api.create(&PostParams::default(), &cm(n, json!({"s": "1"})))
+            .await
+            .unwrap();
+    }
+    let want: BTreeSet<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+    let got = seen_names(
+        api.clone(),
+        watcher::Config::default().labels("s=1").page_size(2),
+        3,
+    )
+    .await;
+    assert_eq!(got, want);
+
+    // Raw streaming list: ADDED for existing objects, then a bookmark marking the end.
+    let wp = WatchParams::streaming_lists().labels("s=1");
+    let mut raw = match api.watch(&wp, "").await {
+        Ok(s) => s.boxed(),
+        Err(kube::Error::Api(e)) if env.is_real() && e.code == 422 => {
+            eprintln!(
+                "skipped: this kube-apiserver does not serve streaming lists (WatchList): {}",
+                e.message
+            );
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let mut added = BTreeSet::new();
+    loop {
+        match raw.try_next().await.unwrap().expect("stream ended") {
+            WatchEvent::Added(o) => {
+                added.insert(o.metadata.name.unwrap());
+            }
+            WatchEvent::Bookmark(b) if b.metadata.annotations.contains_key("k8s.io/initial-events-end") => {
+                break;
+            }
+            WatchEvent::Bookmark(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(added, want);
+    let got = seen_names(
+        api.clone(),
+        watcher::Config::default().labels("s=1").streaming_lists(),
+        3,
+    )
+    .await;
+    assert_eq!(got, want);
+}
+
+#[tokio::test]
+async fn dry_run_and_deletecollection_with_selector() {
+    let env = env().await;
+    let c = env.client();
+    let ns = namespace(&c).await;
+    let api: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
+    let pp = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let out = api.create(&pp, &cm("dry", json!({}))).await.unwrap();
+    assert_eq!(out.metadata.name.as_deref(), Some("dry"));
+    assert!(
+        api.get_opt("dry").await.unwrap().is_none(),
+        "dry run stores nothing"
+    );
+    for (n, l) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        api.create(&PostParams::default(), &cm(n, json!({"grp": l})))
+            .await
+            .unwrap();
+    }
+    api.delete_collection(&DeleteParams::default(), &ListParams::default().labels("grp=x"))
+        .await
+        .unwrap();
+    let left: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|i| i.metadata.name)
+        .collect();
+    assert_eq!(left, ["c"]);
+}
+
+#[tokio::test]
+async fn deleting_a_crd_removes_its_api() {
+    let env = env().await;
+    let c = env.client();
+    let ns = namespace(&c).await;
+    install_test_crds(&env).await;
+    let w = widgets(&c, &ns, "v1");
+    w.create(&PostParams::default(), &widget("w", "v1", json!({"size": 1})))
+        .await
+        .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    crds.delete(&format!("widgets.{GROUP}"), &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(60, "CRD deleted", || async {
+        crds.get_opt(&format!("widgets.{GROUP}"))
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    wait_for(60, "widgets no longer served", || async {
+        match w.list(&ListParams::default()).await {
+            Err(kube::Error::Api(e)) if e.code == 404 => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+    // Re-installing starts empty.
+    install_test_crds(&env).await;
+    let w = widgets(&c, &ns, "v1");
+    assert!(w.list(&ListParams::default()).await.unwrap().items.is_empty());
+}
