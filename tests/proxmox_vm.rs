@@ -265,7 +265,8 @@ async fn clone_errors_on_the_call() {
     let mut req = CloneRequest::new(client.next_id().await.unwrap());
     req.full = Some(false);
     let err = client.clone_vm("pve1", vmid, &req).await.unwrap_err();
-    assert_eq!(err.class(), ErrorClass::Server, "{err:?}");
+    assert!(matches!(err, Error::Rejected { status: 500, .. }), "{err:?}");
+    assert!(!err.is_retryable());
     assert!(
         err.message().contains("Linked clone feature is not supported"),
         "{err:?}"
@@ -318,7 +319,8 @@ async fn stale_digest_is_rejected() {
         )
         .await
         .unwrap_err();
-    assert_eq!(err.class(), ErrorClass::Server, "{err:?}");
+    assert_eq!(err.class(), ErrorClass::Locked, "{err:?}");
+    assert!(err.is_retryable());
     assert!(err.message().contains("checksum mismatch"), "{err:?}");
     sim.shutdown().await;
 }
@@ -386,5 +388,43 @@ async fn task_wait_times_out() {
     let cfg = client.vm_config("pve1", newid).await.unwrap();
     assert_eq!(cfg.lock.as_deref(), Some("clone"));
     assert!(!client.is_vmid_free(newid).await.unwrap());
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn ha_managed_vm_needs_purge() {
+    let sim = start_sim().await;
+    let client = token_client(&sim);
+    let vmid = clone_from_template(&client, "ha").await;
+    let ha = capmox::proxmox::ApiPath::root().lit("cluster/ha/resources");
+    client
+        .request_json(
+            http::Method::POST,
+            &ha,
+            &[],
+            Some(serde_json::json!({ "sid": format!("vm:{vmid}"), "state": "stopped" })),
+        )
+        .await
+        .unwrap();
+    assert!(client.vm_status("pve1", vmid).await.unwrap().ha.managed);
+    let err = client
+        .delete_vm("pve1", vmid, &DeleteVmOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Rejected { status: 500, .. }), "{err:?}");
+    assert!(err.message().contains("purge parameter not set"), "{err:?}");
+    let upid = client
+        .delete_vm(
+            "pve1",
+            vmid,
+            &DeleteVmOptions {
+                purge: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    client.wait_for_task(&upid, TASK_TIMEOUT).await.unwrap();
+    assert!(client.is_vmid_free(vmid).await.unwrap());
     sim.shutdown().await;
 }

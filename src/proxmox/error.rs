@@ -32,7 +32,8 @@ pub enum Error {
         /// PVE's message.
         message: String,
     },
-    /// The object is locked or a file lock timed out (`VM is locked (clone)`, `can't lock file`, 409).
+    /// The object is locked, a file lock timed out, or the config changed concurrently
+    /// (`VM is locked (clone)`, `can't lock file ...`, `checksum mismatch ...`, 409).
     #[error("proxmox object locked or conflicting: {message}")]
     Locked {
         /// PVE's message.
@@ -71,7 +72,10 @@ pub enum Error {
         /// Reason phrase or message.
         message: String,
     },
-    /// A 4xx or 501 answer not covered above (e.g. `Method ... not implemented`).
+    /// A request PVE rejects and no retry can fix: other 4xx, 501 (`Method ... not implemented`),
+    /// and 500s such as `Linked clone feature is not supported ...`,
+    /// `unable to remove VM 100 - used in HA resources and purge parameter not set.`,
+    /// `can't remove VM 100 - protection mode enabled`, `you can't start a vm if it's a template`.
     #[error("proxmox request rejected (HTTP {status}): {message}")]
     Rejected {
         /// HTTP status.
@@ -304,6 +308,18 @@ fn is_canonical_reason(status: u16, reason: &str) -> bool {
         .is_some_and(|c| c.eq_ignore_ascii_case(reason))
 }
 
+/// Fragments of 500 messages that no retry can fix (the request must change).
+const PERMANENT: &[&str] = &[
+    "not supported",
+    "not allowed",
+    "protection mode enabled",
+    "purge parameter not set",
+    "you can't",
+    "can't remove",
+    "is required",
+    "unable to create template",
+];
+
 /// Classifies a message PVE reported on the call or as a task exit status.
 fn message_kind(message: &str) -> Option<ErrorClass> {
     let m = message.to_ascii_lowercase();
@@ -313,7 +329,11 @@ fn message_kind(message: &str) -> Option<ErrorClass> {
         || m.contains("no such task")
     {
         Some(ErrorClass::NotFound)
-    } else if m.contains("vm is locked") || m.contains("can't lock file") || m.contains("ct is locked") {
+    } else if m.contains("vm is locked")
+        || m.contains("can't lock file")
+        || m.contains("ct is locked")
+        || m.contains("checksum mismatch")
+    {
         Some(ErrorClass::Locked)
     } else if m.contains("already exists") {
         Some(ErrorClass::AlreadyExists)
@@ -329,6 +349,8 @@ fn message_kind(message: &str) -> Option<ErrorClass> {
         || m.contains("cannot shutdown")
     {
         Some(ErrorClass::WrongState)
+    } else if PERMANENT.iter().any(|p| m.contains(p)) {
+        Some(ErrorClass::Rejected)
     } else {
         None
     }
@@ -360,6 +382,7 @@ fn classify(status: u16, message: String, errors: BTreeMap<String, String>) -> E
             Some(ErrorClass::AgentNotReady) => Error::AgentNotReady { message },
             Some(ErrorClass::AgentNotConfigured) => Error::AgentNotConfigured { message },
             Some(ErrorClass::WrongState) => Error::WrongState { message },
+            Some(ErrorClass::Rejected) => Error::Rejected { status, message },
             _ => Error::Server { status, message },
         },
         _ => Error::Rejected { status, message },
@@ -516,6 +539,7 @@ mod tests {
                 "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout",
             ),
             (409, "Conflict"),
+            (500, "checksum mismatch (file change by other user?)"),
         ] {
             let e = err(status, Some(msg), "");
             assert_eq!(e.class(), ErrorClass::Locked, "{msg}");
@@ -568,6 +592,21 @@ mod tests {
     }
 
     #[test]
+    fn permanent_500s_are_rejected() {
+        for msg in [
+            "Linked clone feature is not supported for 'local-lvm:vm-101-disk-0' (scsi0)",
+            "parameter 'storage' not allowed for linked clones",
+            "unable to remove VM 101 - used in HA resources and purge parameter not set.",
+            "can't remove VM 101 - protection mode enabled",
+            "you can't convert a template to a template",
+        ] {
+            let e = err(500, Some(msg), "");
+            assert!(matches!(e, Error::Rejected { status: 500, .. }), "{msg}: {e:?}");
+            assert!(!e.is_retryable());
+        }
+    }
+
+    #[test]
     fn task_exitstatus_classification() {
         assert_eq!(
             classify_task_exitstatus("VM is locked (clone)"),
@@ -578,6 +617,14 @@ mod tests {
             Some(ErrorClass::WrongState)
         );
         assert_eq!(classify_task_exitstatus("clone failed: out of space"), None);
+        assert_eq!(
+            classify_task_exitstatus("you can't start a vm if it's a template"),
+            Some(ErrorClass::Rejected)
+        );
+        assert_eq!(
+            classify_task_exitstatus("shrinking disks is not supported"),
+            Some(ErrorClass::Rejected)
+        );
     }
 
     #[test]
