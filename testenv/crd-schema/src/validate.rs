@@ -1,6 +1,7 @@
 //! Validation of a custom resource, in the apiserver's order: OpenAPI v3 keywords (as
 //! kube-openapi words them), `x-kubernetes-list-type` uniqueness, then the CEL rules — which are
-//! not run when an earlier error is a type mismatch or an unsupported enum value.
+//! not run when an earlier error is a type mismatch, an unsupported enum value, a missing required
+//! field, or a too long string / too many items.
 
 use serde_json::Value;
 
@@ -76,9 +77,17 @@ pub(crate) fn validate(root: &Node, obj: &Value, old: Option<&Value>) -> Vec<Fie
     let mut errs = Vec::new();
     openapi(root, obj, old, "", &mut errs);
     listtype::validate(root, obj, old, "", &mut errs);
-    let blocking = errs
-        .iter()
-        .any(|e| matches!(e.kind, FieldErrorKind::TypeInvalid | FieldErrorKind::NotSupported));
+    // strategy.go hasBlockingErr: these leave the object in a shape the rules were not written for.
+    let blocking = errs.iter().any(|e| {
+        matches!(
+            e.kind,
+            FieldErrorKind::TypeInvalid
+                | FieldErrorKind::NotSupported
+                | FieldErrorKind::Required
+                | FieldErrorKind::TooLong
+                | FieldErrorKind::TooMany
+        )
+    });
     if blocking {
         errs.push(FieldError::invalid(
             "<nil>",

@@ -16,6 +16,8 @@ fn schema(spec_props: Value) -> Schema {
     .unwrap()
 }
 
+const BLOCKED: &str = "<nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation";
+
 fn msgs(s: &Schema, spec: Value) -> Vec<String> {
     s.validate(&json!({"spec": spec}), None)
         .iter()
@@ -46,10 +48,7 @@ fn types() {
         errs[0],
         "spec.i: Invalid value: \"string\": spec.i in body must be of type integer: \"string\""
     );
-    assert_eq!(
-        errs[1],
-        "<nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"
-    );
+    assert_eq!(errs[1], BLOCKED);
     assert_eq!(
         msgs(&s, json!({"i": 1.5}))[0],
         "spec.i: Invalid value: \"number\": spec.i in body must be of type integer: \"number\""
@@ -117,7 +116,7 @@ fn strings() {
     );
     assert_eq!(
         msgs(&s, json!({"s": "net123"})),
-        ["spec.s: Too long: may not be more than 5 bytes"]
+        ["spec.s: Too long: may not be more than 5 bytes", BLOCKED]
     );
     assert_eq!(
         msgs(&s, json!({"s": "n"})),
@@ -162,16 +161,19 @@ fn arrays_objects_and_required() {
     );
     assert_eq!(
         msgs(&s, json!({"l": ["a", "b", "c"]})),
-        ["spec.l: Too many: 3: must have at most 2 items"]
+        ["spec.l: Too many: 3: must have at most 2 items", BLOCKED]
     );
-    assert_eq!(msgs(&s, json!({"o": {"v": 1}})), ["spec.o.name: Required value"]);
+    assert_eq!(
+        msgs(&s, json!({"o": {"v": 1}})),
+        ["spec.o.name: Required value", BLOCKED]
+    );
     assert_eq!(
         msgs(&s, json!({"o": {}})),
         ["spec.o: Invalid value: 0: spec.o in body should have at least 1 properties"]
     );
     assert_eq!(
         msgs(&s, json!({"m": {"a": 1, "b": 2}})),
-        ["spec.m: Too many: 2: must have at most 1 item"]
+        ["spec.m: Too many: 2: must have at most 1 item", BLOCKED]
     );
     assert_eq!(
         msgs(&s, json!({"m": {"a": -1}})),
