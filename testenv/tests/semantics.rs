@@ -372,7 +372,7 @@ async fn server_side_apply() {
         .body(serde_json::to_vec(&bob).unwrap())
         .unwrap();
     let e = api_err(c.request::<DynamicObject>(req).await);
-    assert_eq!(e.code, 400);
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
     // Apply on the status subresource.
     let st = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Widget", "metadata": {"name": "w"}, "status": {"phase": "Up"}});
     let s = w

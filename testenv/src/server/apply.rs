@@ -137,7 +137,15 @@ pub async fn apply(st: &State, rr: &ResourceReq, body: &[u8]) -> ApiResult<Respo
     let manager = rr
         .q("fieldManager")
         .filter(|m| !m.is_empty())
-        .ok_or_else(|| ApiError::bad_request("PATCH with apply requires the fieldManager query parameter"))?
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "PatchOptions",
+                "meta.k8s.io",
+                "",
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch".into(),
+                vec![json!({"reason": "FieldValueRequired", "message": "Required value: is required for apply patch", "field": "fieldManager"})],
+            )
+        })?
         .to_string();
     let force = rr.flag("force");
     let raw = parse_body(body)?;
