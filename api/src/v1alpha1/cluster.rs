@@ -28,7 +28,7 @@ use super::{ApiEndpoint, Condition, LocalObjectReference, ProxmoxMachineSpec, Se
     printcolumn = r#"{"name": "Ready", "type": "string", "description": "Cluster infrastructure is ready", "jsonPath": ".status.ready"}"#,
     printcolumn = r#"{"name": "Endpoint", "type": "string", "description": "API Endpoint", "jsonPath": ".spec.controlPlaneEndpoint"}"#
 )]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", remote = "Self")]
 #[schemars(extend("x-kubernetes-validations" = [
     {"rule": "self.ipv4Config != null || self.ipv6Config != null", "message": "at least one ip config must be set, either ipv4Config or ipv6Config"}
 ]))]
@@ -165,3 +165,5 @@ pub struct NodeLocation {
     /// The Proxmox node.
     pub node: String,
 }
+
+super::schema::tolerant_serde!(ProxmoxClusterSpec);

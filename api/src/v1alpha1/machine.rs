@@ -34,7 +34,7 @@ use super::{Condition, MachineAddress, NetworkSpec};
     printcolumn = r#"{"name": "Provider_ID", "type": "string", "description": "Provider ID", "jsonPath": ".spec.providerID"}"#,
     printcolumn = r#"{"name": "Machine", "type": "string", "description": "Machine object which owns with this ProxmoxMachine", "jsonPath": ".metadata.ownerReferences[?(@.kind==\"Machine\")].name"}"#
 )]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", remote = "Self")]
 #[schemars(extend("x-kubernetes-validations" = [
     {"rule": "[has(self.sourceNode), has(self.templateSelector)].exists_one(c, c)", "message": "must define either SourceNode with TemplateID, OR TemplateSelector"},
     {"rule": "[has(self.templateID), has(self.templateSelector)].exists_one(c, c)", "message": "must define either SourceNode with TemplateID, OR TemplateSelector."},
@@ -290,3 +290,5 @@ pub struct NetworkStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_name: Option<String>,
 }
+
+super::schema::tolerant_serde!(ProxmoxMachineSpec);

@@ -206,3 +206,31 @@ fn with_value(schema: &mut Schema, f: impl FnOnce(&mut Value)) {
         }
     }
 }
+
+/// Implements `Serialize` and a `Deserialize` that accepts a missing or `null` value (as the
+/// default) for a type whose derived serde impls are generated with `#[serde(remote = "Self")]`.
+///
+/// capmox's v1alpha1 schemas do not require `spec`, and the API server prunes a `spec: null`
+/// (as in capmox's own samples), so a v1alpha1 object may arrive without one; Go decodes that
+/// as the zero value, and so does this.
+macro_rules! tolerant_serde {
+    ($ty:ty) => {
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                <$ty>::serialize(self, serializer)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                #[derive(serde::Deserialize)]
+                struct Present(#[serde(with = "Remote")] $ty);
+                type Remote = $ty;
+                Ok(Option::<Present>::deserialize(deserializer)?
+                    .map(|p| p.0)
+                    .unwrap_or_default())
+            }
+        }
+    };
+}
+pub(crate) use tolerant_serde;

@@ -23,7 +23,7 @@ use super::{ProxmoxClusterSpec, ProxmoxMachineSpec, TemplateObjectMeta};
     derive = "PartialEq",
     derive = "Default"
 )]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", remote = "Self")]
 #[schemars(transform = super::schema::finalize)]
 pub struct ProxmoxClusterTemplateSpec {
     /// The cluster template.
@@ -63,7 +63,7 @@ pub struct ProxmoxClusterTemplateResource {
     derive = "PartialEq",
     derive = "Default"
 )]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", remote = "Self")]
 #[schemars(transform = super::schema::finalize)]
 pub struct ProxmoxMachineTemplateSpec {
     /// The machine template.
@@ -81,3 +81,7 @@ pub struct ProxmoxMachineTemplateResource {
     #[schemars(transform = super::schema::embedded_machine_spec)]
     pub spec: ProxmoxMachineSpec,
 }
+
+super::schema::tolerant_serde!(ProxmoxClusterTemplateSpec);
+
+super::schema::tolerant_serde!(ProxmoxMachineTemplateSpec);
