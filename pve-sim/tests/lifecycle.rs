@@ -81,3 +81,52 @@ async fn offline_and_unknown_nodes() {
             .starts_with("hostname lookup 'pve9' failed")
     );
 }
+
+#[tokio::test]
+async fn fresh_clones_have_no_rrd_data_and_deleting_a_disk_updates_boot() {
+    let mut config = pve_sim::SimConfig::default();
+    config.scenario.latency.rrd_delay_ms = Some(3_600_000);
+    let sim = common::start(config).await;
+    sim.clone_vm(910, "fresh").await;
+    let r = sim.get("/cluster/resources?type=vm").await;
+    let entry = r.json["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["vmid"] == 910)
+        .cloned()
+        .unwrap();
+    assert_eq!(entry["status"], "unknown");
+    assert!(entry.get("name").is_none());
+    let tmpl = r.json["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["vmid"] == 100)
+        .cloned()
+        .unwrap();
+    assert_eq!(tmpl["template"], 1);
+
+    let st = sim
+        .post_task(
+            "/nodes/pve1/qemu/910/config",
+            json!({"scsi1": "local-lvm:4", "boot": "order=scsi0;scsi1;net0"}),
+        )
+        .await;
+    assert_eq!(st, "OK");
+    let st = sim
+        .post_task("/nodes/pve1/qemu/910/config", json!({"delete": "scsi1"}))
+        .await;
+    assert_eq!(st, "OK");
+    let cfg = sim.get("/nodes/pve1/qemu/910/config").await.json["data"].clone();
+    assert_eq!(cfg["boot"], "order=scsi0;net0");
+    assert!(cfg.get("scsi1").is_none());
+    let r = sim
+        .post("/nodes/pve1/qemu/910/config", json!({"boot": "order=scsi0;ide3"}))
+        .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json["errors"]["boot"],
+        "invalid bootorder: device 'ide3' does not exist'"
+    );
+}

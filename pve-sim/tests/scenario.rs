@@ -13,6 +13,17 @@ async fn demo_scenario_parses_and_serves() {
     assert_eq!(scenario.latency.profile, Profile::Realistic);
     assert_eq!(scenario.latency.task("qmclone-linked").as_millis(), 1500);
     assert_eq!(scenario.latency.task("qmclone-full").as_millis(), 20_000);
+    {
+        // With the realistic profile, VMs present at start already have RRD data (status known).
+        let sim = common::start(SimConfig {
+            scenario: scenario.clone(),
+            ..SimConfig::default()
+        })
+        .await;
+        let r = sim.get("/cluster/resources?type=vm").await;
+        assert_eq!(r.json["data"][0]["status"], "stopped", "{}", r.body);
+        assert_eq!(r.json["data"][0]["template"], 1);
+    }
     scenario.latency.profile = Profile::Instant;
     scenario.latency.tasks.clear();
     scenario.latency.agent_ready_ms = None;

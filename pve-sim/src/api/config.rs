@@ -320,6 +320,20 @@ fn apply_update(
         }
         merged.remove(d);
     }
+    // Deleting a device drops it from the boot order (unless the order is being set now).
+    let mut boot_fix = None;
+    if !deletes.is_empty()
+        && !changes.iter().any(|(k, _)| k == "boot")
+        && let Some(boot) = merged.get("boot")
+    {
+        let devices = propstr::boot_devices(boot);
+        if devices.iter().any(|d| deletes.contains(d)) {
+            let kept: Vec<String> = devices.into_iter().filter(|d| !deletes.contains(d)).collect();
+            let value = format!("order={}", kept.join(";"));
+            merged.insert("boot".into(), value.clone());
+            boot_fix = Some(value);
+        }
+    }
     if let Some(boot) = merged.get("boot") {
         for dev in propstr::boot_devices(boot) {
             if !merged.contains_key(&dev) {
@@ -360,6 +374,9 @@ fn apply_update(
         } else {
             vm.config.remove(d);
         }
+    }
+    if let Some(boot) = boot_fix {
+        vm.config.insert("boot".into(), boot);
     }
     vm.touch();
     Ok(log)
@@ -465,6 +482,22 @@ pub fn config_post(ctx: &Ctx, p: &Params) -> HandlerResult {
                 normalise(c, &u.node, u.vmid, k, v, &scratch)?;
             }
         }
+        if let Some((_, boot)) = u.changes.iter().find(|(k, _)| k == "boot") {
+            let mut merged = cfg;
+            merged.extend(u.changes.iter().cloned());
+            for d in &u.deletes {
+                merged.remove(d);
+            }
+            if let Some(dev) = propstr::boot_devices(boot)
+                .into_iter()
+                .find(|d| !merged.contains_key(d))
+            {
+                return Err(ApiError::param(
+                    "boot",
+                    format!("invalid bootorder: device '{dev}' does not exist'"),
+                ));
+            }
+        }
         Ok::<(), ApiError>(())
     })?;
     let state = ctx.state.clone();
@@ -491,7 +524,14 @@ pub fn config_post(ctx: &Ctx, p: &Params) -> HandlerResult {
                 if let Some(vm) = c.vm_on(&node, vmid) {
                     vm.check_lock()?;
                 }
-                apply_update(c, &node, vmid, &changes, &deletes).map_err(|e| e.message)
+                apply_update(c, &node, vmid, &changes, &deletes).map_err(|e| match e.errors {
+                    Some(errors) => errors
+                        .iter()
+                        .map(|(k, v)| format!("{k}: {v}"))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    None => e.message,
+                })
             }),
             None,
         )

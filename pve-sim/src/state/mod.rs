@@ -238,7 +238,12 @@ impl Cluster {
             if t.template {
                 config.insert("template".into(), "1".into());
             }
-            vms.insert(t.vmid, Vm::new(t.vmid, &t.node, config));
+            let mut vm = Vm::new(t.vmid, &t.node, config);
+            // VMs present at start already have RRD data.
+            vm.created_at = Instant::now()
+                .checked_sub(std::time::Duration::from_secs(24 * 3600))
+                .unwrap_or_else(Instant::now);
+            vms.insert(t.vmid, vm);
         }
         let mut users = BTreeMap::new();
         let mut tokens = BTreeMap::new();
