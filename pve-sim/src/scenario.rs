@@ -115,7 +115,7 @@ pub struct VmSpec {
 }
 
 /// A user with optional password (ticket auth) and API tokens.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct UserSpec {
     /// `user@realm`.
@@ -129,7 +129,7 @@ pub struct UserSpec {
 }
 
 /// An API token.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct TokenSpec {
     /// Token name (the part after `!`).
@@ -137,6 +137,25 @@ pub struct TokenSpec {
     /// Secret; generated at start when absent.
     #[serde(default)]
     pub secret: Option<String>,
+}
+
+impl std::fmt::Debug for UserSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserSpec")
+            .field("userid", &self.userid)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("tokens", &self.tokens)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for TokenSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenSpec")
+            .field("name", &self.name)
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 /// Latency profile name.
@@ -479,5 +498,33 @@ impl Scenario {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_hides_secrets() {
+        let mut s = Scenario::default();
+        s.users[1].tokens[0].secret = Some("very-secret-value".into());
+        let text = format!("{s:?}");
+        assert!(!text.contains("very-secret-value"));
+        assert!(!text.contains("pve-sim-password"));
+        assert!(text.contains("capmox@pve"));
+    }
+
+    #[test]
+    fn realistic_profile_durations() {
+        let l = LatencySpec {
+            profile: Profile::Realistic,
+            ..LatencySpec::default()
+        };
+        assert_eq!(l.task("qmclone-linked"), Duration::from_secs(2));
+        assert_eq!(l.task("qmclone-full"), Duration::from_secs(20));
+        assert_eq!(l.task("qmstart"), Duration::from_secs(3));
+        assert_eq!(l.agent_ready(), Duration::from_secs(15));
+        assert_eq!(LatencySpec::default().task("qmclone-full"), Duration::ZERO);
     }
 }

@@ -325,6 +325,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<By
     let method = req.method().clone();
     let raw_path = req.uri().path().to_string();
     let outcome = process(&shared, req).await;
+    tracing::debug!(method = %method, path = %raw_path, status = outcome.status, "request");
     if let Some(log) = &shared.log {
         let line = json!({
             "ts": crate::tasks::now_epoch(),

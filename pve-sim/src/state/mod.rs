@@ -96,7 +96,7 @@ pub struct HaResource {
 }
 
 /// A user.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct User {
     /// `user@realm`.
     pub userid: String,
@@ -105,7 +105,7 @@ pub struct User {
 }
 
 /// An issued ticket.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Ticket {
     /// Owner.
     pub userid: String,
@@ -113,6 +113,22 @@ pub struct Ticket {
     pub csrf: String,
     /// Expiry.
     pub expires: Instant,
+}
+
+impl std::fmt::Debug for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("User")
+            .field("userid", &self.userid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticket")
+            .field("userid", &self.userid)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The whole simulated cluster. Public fields so tests can inspect and modify anything.
