@@ -170,20 +170,18 @@ pub(crate) fn openapi(s: &Node, v: &Value, old: Option<&Value>, path: &str, errs
         _ => {}
     }
     if let Value::Array(items) = v {
+        // kube-openapi's sliceValidator: items first, then the size and uniqueness checks.
+        if let Some(item_schema) = s.items.as_deref() {
+            for (i, item) in items.iter().enumerate() {
+                let old_item = correlate_item(s, old, item);
+                openapi(item_schema, item, old_item, &index(path, i), errs);
+            }
+        }
         array_checks(s, items, path, errs);
     }
     check_enum(s, v, path, errs);
-    match v {
-        Value::Object(map) => object_checks(s, map, old, path, errs),
-        Value::Array(items) => {
-            if let Some(item_schema) = s.items.as_deref() {
-                for (i, item) in items.iter().enumerate() {
-                    let old_item = correlate_item(s, old, item);
-                    openapi(item_schema, item, old_item, &index(path, i), errs);
-                }
-            }
-        }
-        _ => {}
+    if let Value::Object(map) = v {
+        object_checks(s, map, old, path, errs);
     }
 }
 
@@ -313,21 +311,6 @@ fn number_checks(s: &Node, n: &serde_json::Number, v: &Value, path: &str, errs: 
             ));
         }
     }
-    if let Some(max) = s.maximum {
-        let bad = if s.exclusive_maximum { f >= max } else { f > max };
-        if bad {
-            let rel = if s.exclusive_maximum {
-                "less than"
-            } else {
-                "less than or equal to"
-            };
-            errs.push(FieldError::invalid(
-                path,
-                v.clone(),
-                format!("{path} in body should be {rel} {}", gofmt::float(max)),
-            ));
-        }
-    }
     if let Some(min) = s.minimum {
         let bad = if s.exclusive_minimum { f <= min } else { f < min };
         if bad {
@@ -340,6 +323,21 @@ fn number_checks(s: &Node, n: &serde_json::Number, v: &Value, path: &str, errs: 
                 path,
                 v.clone(),
                 format!("{path} in body should be {rel} {}", gofmt::float(min)),
+            ));
+        }
+    }
+    if let Some(max) = s.maximum {
+        let bad = if s.exclusive_maximum { f >= max } else { f > max };
+        if bad {
+            let rel = if s.exclusive_maximum {
+                "less than"
+            } else {
+                "less than or equal to"
+            };
+            errs.push(FieldError::invalid(
+                path,
+                v.clone(),
+                format!("{path} in body should be {rel} {}", gofmt::float(max)),
             ));
         }
     }
@@ -413,6 +411,8 @@ fn object_checks(
     path: &str,
     errs: &mut Vec<FieldError>,
 ) {
+    // kube-openapi's objectValidator order: property counts, additionalProperties entries,
+    // declared properties, then required.
     let n = map.len() as u64;
     if let Some(min) = s.min_properties
         && n < min
@@ -422,26 +422,13 @@ fn object_checks(
             Value::from(n),
             format!("{path} in body should have at least {min} properties"),
         ));
-        return;
     }
     if let Some(max) = s.max_properties
         && n > max
     {
         errs.push(too_many(path, n, max));
-        return;
-    }
-    for r in &s.required {
-        if !map.contains_key(r) {
-            errs.push(FieldError::required(child(path, r), ""));
-        }
     }
     let old_map = old.and_then(Value::as_object);
-    for (k, prop) in &s.properties {
-        if let Some(val) = map.get(k) {
-            let old_val = old_map.and_then(|m| m.get(k));
-            openapi(prop, val, old_val, &child(path, k), errs);
-        }
-    }
     if let Some(a) = s.additional_schema() {
         for (k, val) in map {
             if s.properties.contains_key(k) {
@@ -449,6 +436,17 @@ fn object_checks(
             }
             let old_val = old_map.and_then(|m| m.get(k));
             openapi(a, val, old_val, &child(path, k), errs);
+        }
+    }
+    for (k, prop) in &s.properties {
+        if let Some(val) = map.get(k) {
+            let old_val = old_map.and_then(|m| m.get(k));
+            openapi(prop, val, old_val, &child(path, k), errs);
+        }
+    }
+    for r in &s.required {
+        if !map.contains_key(r) {
+            errs.push(FieldError::required(child(path, r), ""));
         }
     }
 }

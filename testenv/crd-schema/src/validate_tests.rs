@@ -169,7 +169,11 @@ fn arrays_objects_and_required() {
     );
     assert_eq!(
         msgs(&s, json!({"o": {}})),
-        ["spec.o: Invalid value: 0: spec.o in body should have at least 1 properties"]
+        [
+            "spec.o: Invalid value: 0: spec.o in body should have at least 1 properties",
+            "spec.o.name: Required value",
+            BLOCKED
+        ]
     );
     assert_eq!(
         msgs(&s, json!({"m": {"a": 1, "b": 2}})),

@@ -337,7 +337,7 @@ fn invalid_clusters_are_rejected_like_the_apiserver() {
             o["spec"]["ipv4Config"]["prefix"] = json!(200);
         }),
         format!(
-            "{head}: [spec.dnsServers: Required value, spec.ipv4Config.prefix: Invalid value: 200: spec.ipv4Config.prefix in body should be less than or equal to 128, {BLOCKED}]"
+            "{head}: [spec.ipv4Config.prefix: Invalid value: 200: spec.ipv4Config.prefix in body should be less than or equal to 128, spec.dnsServers: Required value, {BLOCKED}]"
         )
     );
     assert_eq!(
