@@ -75,6 +75,36 @@ async fn kubectl_core_kinds() {
     run(&env, &["label", "cm", "from-kubectl", "x=y"], None);
     assert!(run(&env, &["get", "cm", "-l", "x=y", "-o", "name"], None).contains("configmap/from-kubectl"));
     run(&env, &["delete", "configmap", "from-kubectl"], None);
+    // Typed generators send protobuf bodies.
+    run(&env, &["create", "namespace", "gen"], None);
+    run(
+        &env,
+        &["-n", "gen", "create", "configmap", "lit", "--from-literal=k=v"],
+        None,
+    );
+    run(
+        &env,
+        &[
+            "-n",
+            "gen",
+            "create",
+            "secret",
+            "generic",
+            "sec",
+            "--from-literal=p=q",
+        ],
+        None,
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&run(&env, &["-n", "gen", "get", "cm", "lit", "-o", "json"], None)).unwrap();
+    assert_eq!(v["data"]["k"], "v");
+    let v: serde_json::Value = serde_json::from_str(&run(
+        &env,
+        &["-n", "gen", "get", "secret", "sec", "-o", "json"],
+        None,
+    ))
+    .unwrap();
+    assert_eq!(v["data"]["p"], "cQ==");
     let (ok, _, err) = tokio::task::block_in_place(|| kubectl(&env, &["get", "cm", "from-kubectl"], None));
     assert!(!ok && err.contains("NotFound"), "{err}");
 }

@@ -9,6 +9,7 @@ mod discovery;
 mod gc;
 mod openapi;
 mod patch;
+mod protobuf;
 mod routes;
 pub mod selectors;
 pub mod status;

@@ -9,7 +9,7 @@ use hyper::{Method, Request, Response};
 
 use super::crds::ResourceDef;
 use super::status::{ApiError, ApiResult};
-use super::{Body, State, crud, discovery, error_response, openapi, patch, watch};
+use super::{Body, State, crud, discovery, error_response, openapi, patch, protobuf, watch};
 
 /// A parsed resource request.
 pub struct ResourceReq {
@@ -142,15 +142,25 @@ async fn route(st: Arc<State>, req: Request<hyper::body::Incoming>) -> ApiResult
         .unwrap_or_default()
         .trim()
         .to_string();
-    if ctype.contains("protobuf") || ctype.contains("cbor") {
+    if ctype.contains("cbor") {
         return Err(ApiError::unsupported_media(&ctype));
     }
+    let protobuf = ctype.contains("protobuf");
     let body: Bytes = req
         .into_body()
         .collect()
         .await
         .map_err(|e| ApiError::bad_request(format!("reading body: {e}")))?
         .to_bytes();
+    let body = if protobuf && !body.is_empty() {
+        if method != Method::POST && method != Method::PUT {
+            return Err(ApiError::unsupported_media(&ctype));
+        }
+        let v = protobuf::decode(&body).map_err(|_| ApiError::unsupported_media(&ctype))?;
+        Bytes::from(serde_json::to_vec(&v).map_err(|e| ApiError::internal(e.to_string()))?)
+    } else {
+        body
+    };
     match (method, rr.name.is_some()) {
         (Method::GET, false) if rr.flag("watch") => watch::watch(st, rr).await,
         (Method::GET, false) => crud::list(&st, &rr).await,
