@@ -258,6 +258,9 @@ pub struct GuestSpec {
     pub agent: bool,
     /// What cloud-init ends with.
     pub cloud_init: CloudInitResult,
+    /// Guests ignore ACPI/agent shutdown requests: `shutdown` fails with
+    /// `VM quit/powerdown failed - got timeout` unless `forceStop=1`.
+    pub ignore_shutdown: bool,
 }
 
 impl Default for GuestSpec {
@@ -265,6 +268,7 @@ impl Default for GuestSpec {
         Self {
             agent: true,
             cloud_init: CloudInitResult::Done,
+            ignore_shutdown: false,
         }
     }
 }
@@ -282,6 +286,8 @@ pub struct FaultSpec {
     pub storage_lock_contention: f64,
     /// Delay every 401 by 3 s as PVE does.
     pub auth_delay: bool,
+    /// Probability that a `qmstart` task fails although the VM ends up running (CAPMOX tolerates this).
+    pub start_fails_but_runs: f64,
 }
 
 /// A fault applied to one endpoint (or all, with `*`).

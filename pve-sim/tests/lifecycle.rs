@@ -130,3 +130,40 @@ async fn fresh_clones_have_no_rrd_data_and_deleting_a_disk_updates_boot() {
         "invalid bootorder: device 'ide3' does not exist'"
     );
 }
+
+#[tokio::test]
+async fn shutdown_timeouts_and_start_failing_yet_running() {
+    let mut config = pve_sim::SimConfig::default();
+    config.scenario.guest.ignore_shutdown = true;
+    config.scenario.faults.start_fails_but_runs = 1.0;
+    let sim = common::start(config).await;
+    sim.clone_vm(920, "stubborn").await;
+    let st = sim
+        .post_task("/nodes/pve1/qemu/920/status/start", json!({}))
+        .await;
+    assert!(st.starts_with("start failed: "), "{st}");
+    assert_eq!(
+        sim.server.state().vm(920).unwrap().power,
+        pve_sim::PowerState::Running
+    );
+    assert_eq!(
+        sim.post_task("/nodes/pve1/qemu/920/status/shutdown", json!({}))
+            .await,
+        "VM quit/powerdown failed - got timeout"
+    );
+    let r = sim
+        .post("/nodes/pve1/qemu/920/status/shutdown", json!({"forceStop": 1}))
+        .await;
+    let upid = r.json["data"].as_str().unwrap().to_string();
+    assert_eq!(sim.wait_task(&upid).await, "OK");
+    let enc = upid.replace(':', "%3A").replace('@', "%40").replace('!', "%21");
+    let log = sim.get(&format!("/nodes/pve1/tasks/{enc}/log")).await;
+    assert_eq!(
+        log.json["data"][0]["t"],
+        "VM still running - terminating now with SIGTERM"
+    );
+    assert_eq!(
+        sim.server.state().vm(920).unwrap().power,
+        pve_sim::PowerState::Stopped
+    );
+}

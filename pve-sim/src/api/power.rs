@@ -76,7 +76,13 @@ pub fn start(ctx: &Ctx, p: &Params) -> HandlerResult {
                 }
                 vm.apply_pending();
                 vm.set_power(PowerState::Running);
-                Ok(vec![format!("start VM {vmid}: UPID")])
+                let rate = c.faults.start_fails_but_runs;
+                if c.fault_roll("start-fails-but-runs", rate) {
+                    return Err(format!(
+                        "start failed: command '/usr/bin/kvm -id {vmid} -name vm{vmid}' failed: got timeout"
+                    ));
+                }
+                Ok(vec![format!("start VM {vmid}")])
             }),
         );
         Ok(Reply::data(json!(upid)))
@@ -149,7 +155,17 @@ pub fn shutdown(ctx: &Ctx, p: &Params) -> HandlerResult {
             &node,
             kind,
             vmid,
-            Box::new(move |c: &mut Cluster| stop_vm(c, &n, vmid, skiplock)),
+            Box::new(move |c: &mut Cluster| {
+                let ignores = c.guest.ignore_shutdown && c.vm_on(&n, vmid).is_some_and(|v| v.is_running());
+                if ignores && !force {
+                    return Err("VM quit/powerdown failed - got timeout".into());
+                }
+                let mut log = stop_vm(c, &n, vmid, skiplock)?;
+                if ignores {
+                    log.insert(0, "VM still running - terminating now with SIGTERM".into());
+                }
+                Ok(log)
+            }),
         );
         Ok(Reply::data(json!(upid)))
     })
