@@ -22,6 +22,10 @@ pub(crate) fn validate(s: &Node, v: &Value, old: Option<&Value>, path: &str, err
     if !s.rules.is_empty() {
         evaluate_rules(s, v, old, path, errs);
     }
+    // Rules may also sit in allOf branches (value validations); they see the same value.
+    for sub in &s.all_of {
+        validate(sub, v, old, path, errs);
+    }
     match v {
         Value::Object(map) => {
             let old_map = old.and_then(Value::as_object);

@@ -484,15 +484,6 @@ fn nested(o: &Map<String, Value>, skip_any_of: bool, path: &str, errs: &mut Vec<
             errs.push(forbidden(child(path, k), detail));
         }
     }
-    if o.get("x-kubernetes-validations")
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty())
-    {
-        errs.push(forbidden(
-            child(path, "x-kubernetes-validations"),
-            "must be empty to be structural",
-        ));
-    }
 }
 
 #[cfg(test)]

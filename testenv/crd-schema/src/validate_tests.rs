@@ -251,6 +251,7 @@ fn cel_rules_at_their_paths() {
                "x-kubernetes-validations": [{"rule": "self.a > 0", "fieldPath": ".a", "reason": "FieldValueForbidden", "message": "a must be positive"}]},
         "items": {"type": "array", "items": {"type": "string", "x-kubernetes-validations": [{"rule": "self != 'net0'"}]}},
         "m": {"type": "object", "additionalProperties": {"type": "integer", "x-kubernetes-validations": [{"rule": "self < 10"}]}},
+        "all": {"type": "integer", "allOf": [{"x-kubernetes-validations": [{"rule": "self % 2 == 0", "message": "must be even"}]}]},
         "cfg": {"type": "object", "properties": {"ipv4": {"type": "object"}, "ipv6": {"type": "object"}},
                 "x-kubernetes-validations": [{"rule": "self.ipv4 != null || self.ipv6 != null", "message": "at least one ip config must be set"}]}
     }));
@@ -264,6 +265,10 @@ fn cel_rules_at_their_paths() {
     assert_eq!(
         msgs(&s, json!({"mtu": 100})),
         ["spec.mtu: Invalid value: \"integer\": invalid MTU value"]
+    );
+    assert_eq!(
+        msgs(&s, json!({"all": 3})),
+        ["spec.all: Invalid value: \"\": must be even"]
     );
     assert_eq!(
         msgs(&s, json!({"r": {"start": 5, "end": 2}})),
