@@ -95,8 +95,19 @@ impl TestEnv {
 
     /// Starts a control plane with options (e.g. the opt-in garbage collector of the in-tree server).
     pub async fn start_with(opts: TestEnvOptions) -> Result<Self> {
+        let binaries = real::binaries_from_env().filter(|_| !opts.force_in_tree);
+        Self::start_inner(opts, binaries).await
+    }
+
+    /// Starts real `kube-apiserver` and `etcd` binaries given explicitly (ignores the environment).
+    pub async fn start_real(kube_apiserver: impl AsRef<Path>, etcd: impl AsRef<Path>) -> Result<Self> {
+        let bins = (kube_apiserver.as_ref().to_path_buf(), etcd.as_ref().to_path_buf());
+        Self::start_inner(TestEnvOptions::default(), Some(bins)).await
+    }
+
+    async fn start_inner(opts: TestEnvOptions, binaries: Option<(PathBuf, PathBuf)>) -> Result<Self> {
         let dir = tempfile::tempdir().map_err(|e| Error::Io("creating temp dir".into(), e))?;
-        let (plane, url, ca, token) = match real::binaries_from_env().filter(|_| !opts.force_in_tree) {
+        let (plane, url, ca, token) = match binaries {
             Some((apiserver, etcd)) => {
                 let p = real::RealControlPlane::start(&apiserver, &etcd).await?;
                 let (url, ca, token) = (p.url.clone(), p.ca_pem.clone(), p.token().to_string());

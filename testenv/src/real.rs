@@ -60,6 +60,13 @@ fn free_port() -> Result<u16, Error> {
     Ok(port)
 }
 
+/// The last lines of a log file, for error messages.
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
 fn write(path: &Path, text: &str) -> Result<(), Error> {
     std::fs::write(path, text).map_err(|e| Error::Io(format!("writing {}", path.display()), e))
 }
@@ -154,10 +161,14 @@ impl RealControlPlane {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             if let Ok(Some(status)) = self.apiserver.try_wait() {
-                return Err(Error::Server(format!("kube-apiserver exited early: {status}")));
+                let log = tail(&self._dir.path().join("kube-apiserver.log"));
+                return Err(Error::Server(format!(
+                    "kube-apiserver exited early: {status}\n{log}"
+                )));
             }
             if let Ok(Some(status)) = self.etcd.try_wait() {
-                return Err(Error::Server(format!("etcd exited early: {status}")));
+                let log = tail(&self._dir.path().join("etcd.log"));
+                return Err(Error::Server(format!("etcd exited early: {status}\n{log}")));
             }
             let req = http::Request::get("/readyz")
                 .body(Vec::new())

@@ -45,6 +45,8 @@ pub struct ServerOptions {
     pub event_history: usize,
     /// Whether the opt-in garbage collector runs.
     pub garbage_collector: bool,
+    /// Listening address (default: a free port on 127.0.0.1).
+    pub bind: Option<SocketAddr>,
 }
 
 impl Default for ServerOptions {
@@ -52,6 +54,7 @@ impl Default for ServerOptions {
         Self {
             event_history: 10_000,
             garbage_collector: false,
+            bind: None,
         }
     }
 }
@@ -137,9 +140,10 @@ fn tls_config(certs: &Certs) -> Result<rustls::ServerConfig, Error> {
 
 /// Starts the in-tree server on a free loopback port.
 pub async fn start(certs: &Certs, token: &str, opts: ServerOptions) -> Result<InTreeServer, Error> {
-    let listener = TcpListener::bind("127.0.0.1:0")
+    let bind = opts.bind.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+    let listener = TcpListener::bind(bind)
         .await
-        .map_err(|e| Error::Io("binding 127.0.0.1:0".into(), e))?;
+        .map_err(|e| Error::Io(format!("binding {bind}"), e))?;
     let addr = listener
         .local_addr()
         .map_err(|e| Error::Io("local_addr".into(), e))?;
