@@ -50,8 +50,14 @@ pub fn parse_urlencoded(s: &str, into: &mut Map<String, Value>) {
 }
 
 /// Validated request parameters.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Params(pub Map<String, Value>);
+
+impl std::fmt::Debug for Params {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Params({})", crate::redact::redact(&self.0))
+    }
+}
 
 impl Params {
     /// Raw value.
@@ -142,5 +148,25 @@ pub fn as_bool(v: &Value) -> Option<bool> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decoding_and_debug() {
+        let mut m = Map::new();
+        parse_urlencoded("command=ls&command=-la&password=p%40ss&x=a+b", &mut m);
+        assert_eq!(m["command"], serde_json::json!(["ls", "-la"]));
+        assert_eq!(m["x"], "a b");
+        assert_eq!(percent_decode("local%3Aiso%2Fa.iso", false), "local:iso/a.iso");
+        assert_eq!(percent_decode("100%", false), "100%");
+        let p = Params(m);
+        assert!(!format!("{p:?}").contains("p@ss"));
+        assert_eq!(as_int(&serde_json::json!("42")), Some(42));
+        assert_eq!(as_int(&serde_json::json!("4x")), None);
+        assert_eq!(as_bool(&serde_json::json!(0)), Some(false));
     }
 }
