@@ -110,13 +110,20 @@ fn machine_without_network_gets_dummy_net0() {
 }
 
 #[test]
-fn target_is_added_to_allowed_nodes_and_restored() {
+fn target_replaces_allowed_nodes_and_is_restored() {
     let spoke = machine_v1(
         json!({"sourceNode": "pve1", "templateID": 100, "target": "pve2", "allowedNodes": ["pve1"]}),
     );
     let hub = up(spoke.clone());
-    assert_eq!(hub["spec"]["allowedNodes"], json!(["pve1", "pve2"]));
-    assert_eq!(down(hub), spoke);
+    assert_eq!(hub["spec"]["allowedNodes"], json!(["pve2"]));
+    assert_eq!(down(hub.clone()), spoke);
+    // The hub is edited elsewhere but still pins the target: target and allowedNodes come back.
+    let mut edited = hub;
+    edited["spec"]["numCores"] = json!(8);
+    let spoke_again = down(edited);
+    assert_eq!(spoke_again["spec"]["target"], "pve2");
+    assert_eq!(spoke_again["spec"]["allowedNodes"], json!(["pve1"]));
+    assert_eq!(spoke_again["spec"]["numCores"], 8);
 }
 
 #[test]

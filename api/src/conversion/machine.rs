@@ -10,13 +10,11 @@ use crate::{v1alpha1, v1alpha2};
 
 /// v1alpha1 machine spec → v1alpha2.
 pub fn spec_up(s: &v1alpha1::ProxmoxMachineSpec) -> v1alpha2::ProxmoxMachineSpec {
-    let mut allowed_nodes = s.allowed_nodes.clone();
-    if let Some(target) = &s.target {
-        let nodes = allowed_nodes.get_or_insert_with(Vec::new);
-        if !nodes.contains(target) {
-            nodes.push(target.clone());
-        }
-    }
+    // In v1alpha1 `target` overrides `allowedNodes`, so it replaces them (as capmox does).
+    let allowed_nodes = match &s.target {
+        Some(target) => Some(vec![target.clone()]),
+        None => s.allowed_nodes.clone(),
+    };
     v1alpha2::ProxmoxMachineSpec {
         allowed_nodes,
         checks: s.checks.as_ref().map(|c| v1alpha2::ProxmoxMachineChecks {
@@ -147,12 +145,14 @@ fn restore_hub_spec(hub: &mut v1alpha2::ProxmoxMachineSpec, restored: &v1alpha2:
     restore_network(&mut hub.network, &restored.network);
 }
 
-/// Restores v1alpha1-only machine spec data (`target`, when still an allowed node).
+/// Restores v1alpha1-only machine spec data: `target` (and the `allowedNodes` it replaced)
+/// while the hub still allows exactly that node.
 fn restore_spoke_spec(spoke: &mut v1alpha1::ProxmoxMachineSpec, restored: &v1alpha1::ProxmoxMachineSpec) {
     if let Some(target) = &restored.target
-        && spoke.allowed_nodes.as_ref().is_some_and(|n| n.contains(target))
+        && spoke.allowed_nodes.as_deref() == Some(std::slice::from_ref(target))
     {
         spoke.target = Some(target.clone());
+        spoke.allowed_nodes = restored.allowed_nodes.clone();
     }
 }
 
@@ -165,10 +165,13 @@ pub fn status_up(s: &v1alpha1::ProxmoxMachineStatus) -> v1alpha2::ProxmoxMachine
         initialization: ready_up(s.ready),
         ip_addresses: s.ip_addresses.as_ref().map(|map| {
             map.iter()
-                .map(|(net, ip)| v1alpha2::IpAddressesSpec {
-                    net: net.clone(),
-                    ipv4: ip.ipv4.clone().map(|a| vec![a]),
-                    ipv6: ip.ipv6.clone().map(|a| vec![a]),
+                .map(|(net, ip)| {
+                    let list = |a: &Option<String>| a.clone().filter(|a| !a.is_empty()).map(|a| vec![a]);
+                    v1alpha2::IpAddressesSpec {
+                        net: net.clone(),
+                        ipv4: list(&ip.ipv4),
+                        ipv6: list(&ip.ipv6),
+                    }
                 })
                 .collect()
         }),
@@ -185,7 +188,7 @@ pub fn status_up(s: &v1alpha1::ProxmoxMachineStatus) -> v1alpha2::ProxmoxMachine
         proxmox_node: s.proxmox_node.clone(),
         retry_after: s.retry_after.clone(),
         task_ref: s.task_ref.clone(),
-        vm_status: s.vm_status.clone(),
+        vm_status: s.vm_status.clone().filter(|v| !v.is_empty()),
     }
 }
 

@@ -7,7 +7,7 @@
 //!   entries, `ipv4PoolRef`/`ipv6PoolRef` ⇄ the `ipPoolRef` list (split by pool name on
 //!   down-conversion, see [`network`]); a v1alpha1 machine without `network` gets a dummy
 //!   `net0` on `vmbr0`;
-//! * `spec.target` → `spec.allowedNodes`;
+//! * `spec.target` replaces `spec.allowedNodes` (in v1alpha1 the target overrides them);
 //! * unsigned ⇄ signed integers (Go-style wrapping casts), with `0` → absent for route
 //!   `metric`/`table` and policy `priority`;
 //! * CAPI v1beta1 conditions ⇄ `metav1.Condition` (an empty reason becomes

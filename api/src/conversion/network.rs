@@ -36,6 +36,10 @@ pub fn dummy_network() -> v1alpha2::NetworkSpec {
 /// Splits a NIC's `ipPoolRef` list into the v1alpha1 IPv4 and IPv6 pool references: the first
 /// pool whose name contains `inet6` is the IPv6 pool, the first whose name contains `inet` (but
 /// not `inet6`) the IPv4 pool; when neither matches, the first pool is the IPv4 pool.
+///
+/// capmox takes the first name containing `inet` as the IPv4 pool even when it is an `inet6`
+/// pool, so an IPv6-only NIC shows its pool twice; excluding `inet6` names avoids that and keeps
+/// every other case identical.
 pub fn split_pool_refs(
     refs: &[TypedLocalObjectReference],
 ) -> (
@@ -248,8 +252,10 @@ fn device_down(d: &v1alpha2::NetworkDevice) -> v1alpha1::NetworkDevice {
     }
 }
 
-/// Restores hub-only network data from `restored` into `hub` by device name: `zone`, and per
-/// device `queues` and the `is6` flags of routes and policies (when the lists line up).
+/// Restores hub-only network data from `restored` into `hub` (capmox restores the same fields):
+/// `zone`, and per device (matched by name) `queues`, `defaultIPv4`/`defaultIPv6` and the `is6`
+/// flags of routes and policies, and the `is6` flags of VRF routes and policies (matched by VRF
+/// name), where the lists line up.
 pub fn restore_network(hub: &mut v1alpha2::NetworkSpec, restored: &v1alpha2::NetworkSpec) {
     if hub.zone.is_none() {
         hub.zone = restored.zone.clone();
@@ -259,20 +265,45 @@ pub fn restore_network(hub: &mut v1alpha2::NetworkSpec, restored: &v1alpha2::Net
             continue;
         };
         device.queues = device.queues.or(old.queues);
-        if let (Some(routes), Some(old_routes)) = (device.routes.as_mut(), old.routes.as_ref())
-            && routes.len() == old_routes.len()
-        {
-            for (r, o) in routes.iter_mut().zip(old_routes) {
-                r.is6 = r.is6.or(o.is6);
-            }
+        device.default_ipv4 = old.default_ipv4;
+        device.default_ipv6 = old.default_ipv6;
+        restore_is6(
+            &mut device.routes,
+            &old.routes,
+            &mut device.routing_policy,
+            &old.routing_policy,
+        );
+    }
+    for vrf in hub.vrfs.iter_mut().flatten() {
+        if let Some(old) = restored.vrfs.iter().flatten().find(|o| o.name == vrf.name) {
+            restore_is6(
+                &mut vrf.routes,
+                &old.routes,
+                &mut vrf.routing_policy,
+                &old.routing_policy,
+            );
         }
-        if let (Some(policies), Some(old_policies)) =
-            (device.routing_policy.as_mut(), old.routing_policy.as_ref())
-            && policies.len() == old_policies.len()
-        {
-            for (p, o) in policies.iter_mut().zip(old_policies) {
-                p.is6 = p.is6.or(o.is6);
-            }
+    }
+}
+
+fn restore_is6(
+    routes: &mut Option<Vec<v1alpha2::RouteSpec>>,
+    old_routes: &Option<Vec<v1alpha2::RouteSpec>>,
+    policies: &mut Option<Vec<v1alpha2::RoutingPolicySpec>>,
+    old_policies: &Option<Vec<v1alpha2::RoutingPolicySpec>>,
+) {
+    if let (Some(routes), Some(old)) = (routes.as_mut(), old_routes.as_ref())
+        && routes.len() == old.len()
+    {
+        for (r, o) in routes.iter_mut().zip(old) {
+            r.is6 = r.is6.or(o.is6);
+        }
+    }
+    if let (Some(policies), Some(old)) = (policies.as_mut(), old_policies.as_ref())
+        && policies.len() == old.len()
+    {
+        for (p, o) in policies.iter_mut().zip(old) {
+            p.is6 = p.is6.or(o.is6);
         }
     }
 }
