@@ -158,3 +158,29 @@ async fn deleting_a_crd_removes_its_api() {
     let w = widgets(&c, &ns, "v1");
     assert!(w.list(&ListParams::default()).await.unwrap().items.is_empty());
 }
+
+#[tokio::test]
+async fn unserved_versions_and_unsupported_methods() {
+    let env = env().await;
+    let c = env.client();
+    let ns = namespace(&c).await;
+    let mut crd = widget_crd();
+    crd.metadata.name = Some(format!("sprockets.{GROUP}"));
+    crd.spec.names =
+        serde_json::from_value(json!({"plural": "sprockets", "singular": "sprocket", "kind": "Sprocket"}))
+            .unwrap();
+    crd.spec.versions[0].served = false;
+    env.install_crds(vec![crd]).await.unwrap();
+    let path = |v: &str| format!("/apis/{GROUP}/{v}/namespaces/{ns}/sprockets");
+    let list = |v: &str| http::Request::get(path(v)).body(Vec::new()).unwrap();
+    c.request::<serde_json::Value>(list("v1")).await.unwrap();
+    let e = api_err(c.request::<serde_json::Value>(list("v1alpha1")).await);
+    assert_eq!(e.code, 404);
+    // POST to a named object is not allowed.
+    let req = http::Request::post(format!("{}/x", path("v1")))
+        .header("content-type", "application/json")
+        .body(b"{}".to_vec())
+        .unwrap();
+    let e = api_err(c.request::<serde_json::Value>(req).await);
+    assert_eq!((e.code, e.reason.as_str()), (405, "MethodNotAllowed"));
+}

@@ -52,6 +52,12 @@ fn remove_finalizer(st: &State, res: &ResId, o: &Value, f: &str) {
     }
 }
 
+/// Looks up a kind without keeping the registry locked (deletions may need to write to it).
+fn def_of(st: &State, res: &ResId) -> Option<Arc<super::crds::ResourceDef>> {
+    let reg = st.registry();
+    reg.by_res(&res.0, &res.1)
+}
+
 /// One collection pass; returns whether anything changed.
 fn pass(st: &State) -> bool {
     let all = st.store.all_objects();
@@ -84,7 +90,7 @@ fn pass(st: &State) -> bool {
             } else {
                 for (dres, d) in &dependents {
                     if meta_str(d, "deletionTimestamp").is_empty()
-                        && let Some(def) = st.registry().by_res(&dres.0, &dres.1)
+                        && let Some(def) = def_of(st, dres)
                     {
                         let _ = delete_object(
                             st,
@@ -104,7 +110,7 @@ fn pass(st: &State) -> bool {
         if !owners.is_empty()
             && !deleting
             && owners.iter().all(|u| !existing.contains(u))
-            && let Some(def) = st.registry().by_res(&res.0, &res.1)
+            && let Some(def) = def_of(st, res)
         {
             let _ = delete_object(
                 st,
