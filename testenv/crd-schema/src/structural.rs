@@ -191,29 +191,23 @@ fn is_type(v: &Value, t: &str) -> bool {
         .is_some_and(|o| o.len() == 1 && str_of(o, "type") == t)
 }
 
-fn is_int_or_string_any_of(o: &Map<String, Value>) -> bool {
-    if !bool_of(o, "x-kubernetes-int-or-string") {
-        return false;
-    }
-    match o.get("anyOf").and_then(Value::as_array) {
-        Some(a) => a.len() == 2 && is_type(&a[0], "integer") && is_type(&a[1], "string"),
-        None => false,
-    }
+fn is_int_or_string_pair(v: Option<&Value>) -> bool {
+    v.and_then(Value::as_array)
+        .is_some_and(|a| a.len() == 2 && is_type(&a[0], "integer") && is_type(&a[1], "string"))
 }
 
+/// `anyOf: [{type: integer}, {type: string}]`.
+fn is_int_or_string_any_of(o: &Map<String, Value>) -> bool {
+    is_int_or_string_pair(o.get("anyOf"))
+}
+
+/// `allOf: [{anyOf: [{type: integer}, {type: string}]}, ...]`.
 fn is_int_or_string_all_of(o: &Map<String, Value>) -> bool {
-    if !bool_of(o, "x-kubernetes-int-or-string") {
-        return false;
-    }
-    match o.get("allOf").and_then(Value::as_array).and_then(|a| a.first()) {
-        Some(first) => first.as_object().is_some_and(|f| {
-            f.len() == 1
-                && f.get("anyOf")
-                    .and_then(Value::as_array)
-                    .is_some_and(|a| a.len() == 2 && is_type(&a[0], "integer") && is_type(&a[1], "string"))
-        }),
-        None => false,
-    }
+    o.get("allOf")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(Value::as_object)
+        .is_some_and(|f| is_int_or_string_pair(f.get("anyOf")))
 }
 
 /// Defaults must be pruned (no unknown fields) and must validate against their own schema.
@@ -274,8 +268,16 @@ fn invariants(o: &Map<String, Value>, lvl: Level, path: &str, errs: &mut Vec<Fie
             }
         }
     }
-    if let Some(ap) = o.get("additionalProperties").and_then(Value::as_object) {
-        invariants(ap, Level::Field, &child(path, "additionalProperties"), errs);
+    if o.get("additionalProperties").is_some_and(|a| !a.is_null()) {
+        if lvl == Level::Root {
+            errs.push(forbidden(
+                child(path, "additionalProperties"),
+                "must not be used at the root",
+            ));
+        }
+        if let Some(ap) = o.get("additionalProperties").and_then(Value::as_object) {
+            invariants(ap, Level::Field, &child(path, "additionalProperties"), errs);
+        }
     }
     if int_or_string && preserve {
         errs.push(FieldError::invalid(
@@ -311,17 +313,13 @@ fn invariants(o: &Map<String, Value>, lvl: Level, path: &str, errs: &mut Vec<Fie
                 "must be object if x-kubernetes-embedded-resource is true",
             ));
         }
-    } else if ty.is_empty() && !embedded && !int_or_string {
+    } else if ty.is_empty() && !int_or_string && !preserve {
         let detail = match lvl {
-            Level::Root => Some("must not be empty at the root"),
-            // A field or item that preserves unknown fields may leave its type open.
-            Level::Item | Level::Field if preserve => None,
-            Level::Item => Some("must not be empty for specified array items"),
-            Level::Field => Some("must not be empty for specified object fields"),
+            Level::Root => "must not be empty at the root",
+            Level::Item => "must not be empty for specified array items",
+            Level::Field => "must not be empty for specified object fields",
         };
-        if let Some(detail) = detail {
-            errs.push(FieldError::required(child(path, "type"), detail));
-        }
+        errs.push(FieldError::required(child(path, "type"), detail));
     }
     if embedded && o.get("additionalProperties").is_some_and(|a| !a.is_null()) {
         errs.push(forbidden(
@@ -336,10 +334,13 @@ fn invariants(o: &Map<String, Value>, lvl: Level, path: &str, errs: &mut Vec<Fie
             "must be object at the root",
         ));
     }
-    if (lvl == Level::Root || embedded)
+    if lvl == Level::Root || embedded {
+        type_meta_fields(props, path, errs);
+    }
+    if lvl == Level::Root
         && let Some(meta) = props.and_then(|p| p.get("metadata")).and_then(Value::as_object)
     {
-        metadata(meta, lvl == Level::Root, &prop_path(path, "metadata"), errs);
+        root_metadata(meta, &prop_path(path, "metadata"), errs);
     }
     if embedded && !preserve && props.is_none_or(Map::is_empty) {
         errs.push(FieldError::required(
@@ -349,51 +350,56 @@ fn invariants(o: &Map<String, Value>, lvl: Level, path: &str, errs: &mut Vec<Fie
     }
 }
 
-fn metadata(m: &Map<String, Value>, root: bool, path: &str, errs: &mut Vec<FieldError>) {
-    if bool_of(m, "x-kubernetes-embedded-resource") {
-        errs.push(forbidden(
-            child(path, "x-kubernetes-embedded-resource"),
-            "must not be used in metadata",
-        ));
+/// At the root and in embedded resources, `kind`/`apiVersion` must be strings and `metadata` an
+/// object.
+fn type_meta_fields(props: Option<&Map<String, Value>>, path: &str, errs: &mut Vec<FieldError>) {
+    let Some(props) = props else { return };
+    for (field, want) in [
+        ("kind", "string"),
+        ("apiVersion", "string"),
+        ("metadata", "object"),
+    ] {
+        if let Some(p) = props.get(field).and_then(Value::as_object) {
+            let ty = str_of(p, "type");
+            if ty != want {
+                errs.push(FieldError::invalid(
+                    child(&prop_path(path, field), "type"),
+                    Value::String(ty.to_string()),
+                    format!("must be {want}"),
+                ));
+            }
+        }
     }
-    if bool_of(m, "x-kubernetes-int-or-string") {
-        errs.push(forbidden(
-            child(path, "x-kubernetes-int-or-string"),
-            "must not be used in metadata",
-        ));
-    }
-    let ty = str_of(m, "type");
-    if !ty.is_empty() && ty != "object" {
-        errs.push(FieldError::invalid(
-            child(path, "type"),
-            Value::String(ty.to_string()),
-            "must be object",
-        ));
-    }
-    if !root {
-        return;
-    }
-    let allowed_keys = [
-        "type",
-        "description",
-        "properties",
-        "x-kubernetes-validations",
-        "allOf",
-        "anyOf",
-        "oneOf",
-        "not",
-        "default",
-    ];
-    let extra_keyword = m.keys().any(|k| !allowed_keys.contains(&k.as_str()));
-    let extra_property = m
-        .get("properties")
-        .and_then(Value::as_object)
-        .is_some_and(|p| p.keys().any(|k| k != "name" && k != "generateName"));
-    if extra_keyword || extra_property {
+}
+
+/// The root `metadata` schema may only restrict `name` and `generateName` (besides its type and a
+/// default); anything else is forbidden.
+fn root_metadata(m: &Map<String, Value>, path: &str, errs: &mut Vec<FieldError>) {
+    let props_ok = match m.get("properties").and_then(Value::as_object) {
+        None => true,
+        Some(p) => !p.is_empty() && p.keys().all(|k| k == "name" || k == "generateName") || p.is_empty(),
+    };
+    let extra_keyword = m.iter().any(|(k, v)| match k.as_str() {
+        "type" | "default" | "properties" => false,
+        _ => !is_empty_keyword(v),
+    });
+    if !props_ok || extra_keyword {
         errs.push(forbidden(
             path.to_string(),
             "must not specify anything other than name and generateName, but metadata is implicitly specified",
         ));
+    }
+}
+
+/// Whether a keyword value is the zero value (absent in Go's structs).
+fn is_empty_keyword(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Number(_) => false,
     }
 }
 
@@ -420,6 +426,18 @@ fn value_validation(
     for_each_in(o, "oneOf", path, |sub, p| nested(sub, false, p, errs));
     if let Some(not) = o.get("not").and_then(Value::as_object) {
         nested(not, false, &child(path, "not"), errs);
+    }
+    if let Some(p) = o.get("pattern").and_then(Value::as_str)
+        && let Err(e) = crate::pattern::Pattern::new(p)
+    {
+        errs.push(FieldError::invalid(
+            child(path, "pattern"),
+            Value::String(p.to_string()),
+            format!(
+                "must be a valid regular expression, but isn't: {}",
+                e.replace('\n', " ")
+            ),
+        ));
     }
 }
 
@@ -452,7 +470,7 @@ fn nested(o: &Map<String, Value>, skip_any_of: bool, path: &str, errs: &mut Vec<
             ));
         }
     }
-    let rules: [(&str, &str); 12] = [
+    let rules: [(&str, &str); 11] = [
         ("type", "must be empty to be structural"),
         ("additionalProperties", "must be undefined to be structural"),
         ("default", "must be undefined to be structural"),
@@ -461,22 +479,18 @@ fn nested(o: &Map<String, Value>, skip_any_of: bool, path: &str, errs: &mut Vec<
         ("nullable", "must be false to be structural"),
         (
             "x-kubernetes-preserve-unknown-fields",
-            "must be undefined to be structural",
+            "must be false to be structural",
         ),
-        (
-            "x-kubernetes-embedded-resource",
-            "must be undefined to be structural",
-        ),
-        ("x-kubernetes-int-or-string", "must be undefined to be structural"),
-        ("x-kubernetes-list-map-keys", "must be undefined to be structural"),
+        ("x-kubernetes-embedded-resource", "must be false to be structural"),
+        ("x-kubernetes-int-or-string", "must be false to be structural"),
+        ("x-kubernetes-list-map-keys", "must be empty to be structural"),
         ("x-kubernetes-list-type", "must be undefined to be structural"),
-        ("x-kubernetes-map-type", "must be undefined to be structural"),
     ];
     for (k, detail) in rules {
         let present = match o.get(k) {
             None | Some(Value::Null) => false,
             Some(Value::String(s)) => !s.is_empty(),
-            Some(Value::Bool(b)) => *b || k == "x-kubernetes-preserve-unknown-fields",
+            Some(Value::Bool(b)) => *b,
             Some(Value::Array(a)) => !a.is_empty(),
             Some(_) => true,
         };
@@ -557,6 +571,27 @@ mod tests {
             "spec.validation.openAPIV3Schema.properties[spec].properties[model].default: Unsupported value: \"ne2k\": supported values: \"virtio\", \"e1000\"".to_string(),
             "spec.validation.openAPIV3Schema.properties[spec].properties[obj].default: Invalid value: map[string]interface {}{\"a\":1, \"b\":2}: must not have unknown fields".to_string(),
         ]);
+    }
+
+    #[test]
+    fn root_type_meta_and_metadata_rules() {
+        let s = json!({"type": "object", "additionalProperties": {"type": "string"}, "properties": {
+            "kind": {"type": "integer"},
+            "metadata": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10}}},
+            "spec": {"type": "object", "properties": {
+                "free": {"x-kubernetes-preserve-unknown-fields": true},
+                "bad": {"type": "string", "pattern": "a(b"},
+                "n": {"type": "object", "allOf": [{"nullable": true, "x-kubernetes-validations": [{"rule": "true"}]}]}
+            }}
+        }});
+        let errs = check_at(&s, "p");
+        assert_eq!(errs, vec![
+            "p.additionalProperties: Forbidden: must not be used at the root".to_string(),
+            "p.additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive".to_string(),
+            "p.properties[kind].type: Invalid value: \"integer\": must be string".to_string(),
+            "p.properties[spec].properties[bad].pattern: Invalid value: \"a(b\": must be a valid regular expression, but isn't: regex parse error:     a(b      ^ error: unclosed group".to_string(),
+            "p.properties[spec].properties[n].allOf[0].nullable: Forbidden: must be false to be structural".to_string(),
+        ].into_iter().collect::<std::collections::BTreeSet<_>>().into_iter().collect::<Vec<_>>());
     }
 
     #[test]
