@@ -1,58 +1,7 @@
 //! Schema helpers that make the generated v1alpha1 schemas match capmox's CRD.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps,
-};
-use kube::CustomResourceExt;
 use schemars::Schema;
 use serde_json::Value;
-
-/// The CRD of a v1alpha1 kind exactly as capmox serves it: [`CustomResourceExt::crd`]
-/// plus the root-level fixes of [`finalize_crd`].
-pub fn finalized_crd<K: CustomResourceExt>() -> CustomResourceDefinition {
-    let mut crd = K::crd();
-    finalize_crd(&mut crd);
-    crd
-}
-
-/// Applies the root-level details kube-derive cannot express to a v1alpha1 CRD:
-/// `listKind`, the `apiVersion`/`kind`/`metadata` properties, no `title`, no
-/// `nullable` status, no required `spec` (capmox's v1alpha1 schemas do not require
-/// it) and, for ProxmoxClusterTemplate, a status subresource without status fields.
-pub fn finalize_crd(crd: &mut CustomResourceDefinition) {
-    let kind = crd.spec.names.kind.clone();
-    crd.spec.names.list_kind = Some(format!("{kind}List"));
-    for version in &mut crd.spec.versions {
-        let Some(root) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-        else {
-            continue;
-        };
-        root.title = None;
-        root.required = None;
-        let props = root.properties.get_or_insert_with(Default::default);
-        let string = || JSONSchemaProps {
-            type_: Some("string".into()),
-            ..Default::default()
-        };
-        props.insert("apiVersion".into(), string());
-        props.insert("kind".into(), string());
-        props.insert(
-            "metadata".into(),
-            JSONSchemaProps {
-                type_: Some("object".into()),
-                ..Default::default()
-            },
-        );
-        if kind == "ProxmoxClusterTemplate" {
-            props.remove("status");
-        } else if let Some(status) = props.get_mut("status") {
-            status.nullable = None;
-        }
-    }
-}
 
 /// Container transform for `IPConfigSpec`: capmox marks the defaulted `metric` required.
 pub fn ip_config_required(schema: &mut Schema) {
@@ -65,15 +14,6 @@ pub fn ip_config_required(schema: &mut Schema) {
             list.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
         }
     }
-}
-
-/// Root transform for every v1alpha1 kind: capmox's v1alpha1 schemas never mark
-/// optional fields `nullable` and do not require `spec` at the root.
-pub fn finalize_root(schema: &mut Schema) {
-    if let Some(obj) = schema.as_object_mut() {
-        obj.remove("required");
-    }
-    with_value(schema, strip_null);
 }
 
 /// Recursively removes `null` from `type` arrays and drops `nullable` markers.
