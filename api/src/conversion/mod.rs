@@ -20,8 +20,28 @@
 //! `kind`, `spec` and `status` are stored in it (as CAPI's `MarshalData` does) and restored on the
 //! next up-conversion; symmetrically, when an up-conversion would lose v1alpha1-only data, the
 //! v1alpha1 object is stored on the hub and restored on the next down-conversion. The annotation
-//! is only written when the plain mapping is lossy, and it is always removed from the result of a
-//! conversion that consumed it.
+//! is only written when the plain mapping is lossy (capmox writes it on every down-conversion),
+//! and it is always removed from the result of a conversion that consumed it. When the object
+//! was edited in the other version since it was stored, the edit wins and only data the edited
+//! version cannot express is restored (zones, NIC `queues`/`defaultIPv4`/`defaultIPv6`/`is6`,
+//! condition `observedGeneration`; `cloneSpec`, `target`, condition `severity` the other way).
+//!
+//! # Where the plain mapping is lossy (the annotation covers these)
+//!
+//! * v1alpha1 → v1alpha2: `cloneSpec`, `target` (it replaces `allowedNodes`), `failureReason`,
+//!   `failureMessage`, condition `severity`, zero route `metric`/`table`/policy `priority`, an
+//!   endpoint with neither host nor port, an empty `gateway`, `vmStatus` or IP address string,
+//!   a `metadataSettings` without `providerIDInjection`, a network status without `connected`,
+//!   a condition whose reason/message is literally `APIConversionReason`/`API Conversion`,
+//!   pool references whose names do not tell the family (`*inet*`/`*inet6*`), a `network`
+//!   equal to `{default: {bridge: vmbr0}}` (it maps to the same hub as no network), and the
+//!   ProxmoxClusterTemplate's field-less status.
+//! * v1alpha2 → v1alpha1: `zoneConfig`, `inClusterZoneRef`, node location `zone`, network `zone`,
+//!   NIC `queues`, `is6`, `defaultIPv4`/`defaultIPv6` other than "set on `net0` only", more pools
+//!   than one per family or pools in another order, routes/policies/`linkMtu` on `net0`, a NIC
+//!   without `bridge` or out of `net0`-first order, `mtu`/`vlan`/`linkMtu` beyond 16 bits,
+//!   condition `observedGeneration` and empty reasons/messages, IP address lists with other than
+//!   one address, and an `initialization` without `provisioned`.
 
 pub mod annotation;
 mod cluster;
