@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use crate::node::{Additional, Node};
 
-/// Prunes a whole resource: the root is treated as an embedded resource, so `apiVersion` and
-/// `kind` (when strings) and `metadata` (reduced to `ObjectMeta` fields) are kept. Returns the
+/// Prunes a whole resource: the root is treated as an embedded resource, so `apiVersion`, `kind`
+/// and `metadata` (reduced to `ObjectMeta` fields) are kept. Returns the
 /// paths of the dropped fields (`spec.foo`, `spec.list[0].bar`, `metadata.bogus`).
 pub(crate) fn prune_resource(obj: &mut Value, root: &Node) -> Vec<String> {
     let mut dropped = Vec::new();
@@ -61,12 +61,9 @@ fn coerce_metadata(v: &mut Value, path: &str, dropped: &mut Vec<String>) {
     }
 }
 
-fn is_kept_meta_field(key: &str, v: &Value) -> bool {
-    match key {
-        "apiVersion" | "kind" => v.is_string(),
-        "metadata" => v.is_object(),
-        _ => false,
-    }
+/// `apiVersion`, `kind` and `metadata` of an embedded resource (or the root) are never pruned.
+fn is_kept_meta_field(key: &str) -> bool {
+    matches!(key, "apiVersion" | "kind" | "metadata")
 }
 
 fn prune(x: &mut Value, s: Option<&Node>, is_resource: bool, path: &str, dropped: &mut Vec<String>) {
@@ -88,7 +85,7 @@ fn prune(x: &mut Value, s: Option<&Node>, is_resource: bool, path: &str, dropped
             let embedded = is_resource || s.embedded_resource;
             map.retain(|k, v| {
                 let here = child(path, k);
-                if embedded && is_kept_meta_field(k, v) {
+                if embedded && is_kept_meta_field(k) {
                     if k == "metadata" {
                         coerce_metadata(v, &here, dropped);
                     }
@@ -130,7 +127,7 @@ fn skip_prune(x: &mut Value, s: &Node, is_resource: bool, path: &str, dropped: &
             let embedded = is_resource || s.embedded_resource;
             for (k, v) in map.iter_mut() {
                 let here = child(path, k);
-                if embedded && is_kept_meta_field(k, v) {
+                if embedded && is_kept_meta_field(k) {
                     if k == "metadata" {
                         coerce_metadata(v, &here, dropped);
                     }
