@@ -140,7 +140,12 @@ async fn kubectl_custom_resources() {
     let v: serde_json::Value =
         serde_json::from_str(&run(&env, &["get", "widgets", "w1", "-o", "json"], None)).unwrap();
     assert_eq!(v["spec"]["color"], "red");
-    assert!(run(&env, &["get", "wd"], None).contains("w1"));
+    let table = run(&env, &["get", "wd"], None);
+    assert!(table.contains("w1"), "{table}");
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "SIZE", "PHASE", "AGE"], "{table}");
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(&row[..2], ["w1", "2"], "{table}");
     let (ok, _, err) = tokio::task::block_in_place(|| {
         kubectl(
             &env,

@@ -34,6 +34,8 @@ pub struct VersionDef {
     pub status: bool,
     /// Structural schema, for CRDs.
     pub schema: Option<Arc<VersionSchema>>,
+    /// `additionalPrinterColumns` (raw).
+    pub columns: Vec<Value>,
 }
 
 /// A kind served by the server.
@@ -131,6 +133,7 @@ fn builtin(
                 storage: i == 0,
                 status,
                 schema: None,
+                columns: Vec::new(),
             })
             .collect(),
         custom: false,
@@ -339,6 +342,11 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, Vec<FieldErr>> {
             storage: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
             status: v.pointer("/subresources/status").is_some(),
             schema,
+            columns: v
+                .get("additionalPrinterColumns")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
         });
     }
     if !raw_versions.is_empty() && versions.iter().filter(|v| v.storage).count() != 1 {

@@ -13,7 +13,7 @@ use super::routes::ResourceReq;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult};
 use super::store::{StoreError, rv_of};
-use super::{Body, State, conversion, json_response};
+use super::{Body, State, conversion, json_response, table};
 use crate::Error;
 
 const NAMESPACES: (&str, &str) = ("", "namespaces");
@@ -448,7 +448,15 @@ pub async fn get(st: &State, rr: &ResourceReq) -> ApiResult<Response<Body>> {
         .store
         .get(&def.res_id(), &ns, &name)
         .ok_or_else(|| ApiError::not_found(&def.plural, &def.group, &name))?;
-    Ok(json_response(200, &to_version(st, def, obj, &rr.version).await?))
+    let obj = to_version(st, def, obj, &rr.version).await?;
+    if rr.wants_table && def.custom {
+        let rv = meta_str(&obj, "resourceVersion").to_string();
+        return Ok(json_response(
+            200,
+            &table::table(def, &rr.version, &[obj], &rv, None),
+        ));
+    }
+    Ok(json_response(200, &obj))
 }
 
 fn encode_continue(ns: &str, name: &str) -> String {
@@ -509,6 +517,10 @@ pub async fn list(st: &State, rr: &ResourceReq) -> ApiResult<Response<Body>> {
     let mut out = Vec::with_capacity(items.len());
     for o in items {
         out.push(to_version(st, def, o, &rr.version).await?);
+    }
+    if rr.wants_table && def.custom {
+        let t = table::table(def, &rr.version, &out, &rv.to_string(), meta.get("continue"));
+        return Ok(json_response(200, &t));
     }
     Ok(json_response(
         200,

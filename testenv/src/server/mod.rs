@@ -14,6 +14,7 @@ mod routes;
 pub mod selectors;
 pub mod status;
 pub mod store;
+mod table;
 mod watch;
 
 use std::convert::Infallible;

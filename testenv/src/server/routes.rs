@@ -25,6 +25,8 @@ pub struct ResourceReq {
     pub sub: Option<String>,
     /// Query parameters.
     pub query: HashMap<String, String>,
+    /// Whether the client asked for a `meta.k8s.io` Table (`kubectl get`).
+    pub wants_table: bool,
 }
 
 impl ResourceReq {
@@ -130,6 +132,11 @@ async fn route(st: Arc<State>, req: Request<hyper::body::Incoming>) -> ApiResult
         name: name.map(str::to_string),
         sub: sub.map(str::to_string),
         query,
+        wants_table: req
+            .headers()
+            .get(hyper::header::ACCEPT)
+            .and_then(|h| h.to_str().ok())
+            .is_some_and(|a| a.contains("as=Table")),
     };
     let method = req.method().clone();
     let ctype = req

@@ -76,6 +76,10 @@ pub fn widget_crd() -> CustomResourceDefinition {
             "name": name, "served": true, "storage": storage,
             "schema": {"openAPIV3Schema": widget_schema()},
             "subresources": {"status": {}},
+            "additionalPrinterColumns": [
+                {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+            ],
         })
     };
     serde_json::from_value(json!({
