@@ -12,6 +12,8 @@ pub struct ControllerSettings {
     pub namespace: Option<String>,
     /// Maximum number of objects of one kind reconciled at the same time.
     pub concurrency: u16,
+    /// Timing of the ProxmoxCluster controller.
+    pub cluster: crate::cluster::ClusterSettings,
 }
 
 /// Everything a reconcile needs besides the object itself.
@@ -23,10 +25,14 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Settings from the command line.
     pub settings: ControllerSettings,
+    /// Source of Proxmox clients (global client or one per credentials Secret).
+    pub proxmox: Arc<crate::credentials::ProxmoxClients>,
 }
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").field("settings", &self.settings).finish_non_exhaustive()
+        f.debug_struct("Context")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
     }
 }

@@ -1,6 +1,9 @@
 //! capmox-rs: a Cluster API infrastructure provider for Proxmox VE.
 
+pub mod cluster;
+pub mod conditions;
 pub mod context;
+pub mod credentials;
 pub mod controllers;
 pub mod metrics;
 pub mod proxmox;

@@ -6,6 +6,7 @@
 //! * [`crd`]: the merged, labelled CRDs written to `config/crd/bases/` by the `crdgen` binary.
 //! * [`consts`]: finalizers, labels and annotations.
 
+pub mod capi;
 pub mod consts;
 pub mod conversion;
 pub mod crd;

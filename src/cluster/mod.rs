@@ -1,0 +1,248 @@
+//! The ProxmoxCluster service: the rules of the normal and delete paths (finalizers, IP pools,
+//! credentials, the Proxmox probe, readiness), called by the thin controller.
+
+pub mod error;
+pub mod owner;
+pub mod pools;
+pub mod readiness;
+pub mod secret;
+
+use std::time::Duration;
+
+use capmox_api::capi::ipam::InClusterIPPool;
+use capmox_api::consts::{CLUSTER_FINALIZER, CLUSTER_NAME_LABEL};
+use capmox_api::v1alpha2::{self, ProxmoxCluster, ProxmoxClusterStatus, ProxmoxMachine};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+pub use error::{ClusterError, ErrorKind};
+pub use owner::OwnerCluster;
+use readiness::Availability;
+pub use secret::secret_key;
+
+use crate::context::Context;
+
+/// Field manager of every write of the ProxmoxCluster controller.
+pub const FIELD_MANAGER: &str = "capmox-proxmoxcluster";
+
+/// Timing of the ProxmoxCluster controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// Requeue of a ready cluster (re-probe Proxmox).
+    pub resync: Duration,
+    /// Requeue while a deletion waits for ProxmoxMachines.
+    pub machine_wait: Duration,
+    /// First retry delay after an error (doubles per consecutive error of the same object).
+    pub backoff_base: Duration,
+    /// Largest retry delay after errors.
+    pub backoff_cap: Duration,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        Self {
+            resync: Duration::from_secs(60),
+            machine_wait: Duration::from_secs(10),
+            backoff_base: Duration::from_secs(5),
+            backoff_cap: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Result of a reconcile: the status to write and what to do next.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The desired status (written by the controller when it differs from the stored one).
+    pub status: ProxmoxClusterStatus,
+    /// Next action, or the error for the error policy.
+    pub result: Result<Action, ClusterError>,
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// The ownerRef every object created for a ProxmoxCluster carries.
+pub fn owner_reference(pc: &ProxmoxCluster, controller: bool) -> OwnerReference {
+    OwnerReference {
+        api_version: v1alpha2::API_VERSION.to_owned(),
+        kind: "ProxmoxCluster".to_owned(),
+        name: pc.name_any(),
+        uid: pc.metadata.uid.clone().unwrap_or_default(),
+        controller: controller.then_some(true),
+        block_owner_deletion: controller.then_some(true),
+    }
+}
+
+/// The CAPI cluster name of a ProxmoxCluster: the owner Cluster's name, else the
+/// `cluster.x-k8s.io/cluster-name` label, else the object's own name.
+pub fn cluster_name(pc: &ProxmoxCluster, owner: Option<&OwnerCluster>) -> String {
+    owner
+        .map(|o| o.name.clone())
+        .or_else(|| owner::owner_ref(&pc.metadata).map(|(_, n)| n))
+        .or_else(|| pc.labels().get(CLUSTER_NAME_LABEL).cloned())
+        .unwrap_or_else(|| pc.name_any())
+}
+
+fn api(ctx: &Context, ns: &str) -> Api<ProxmoxCluster> {
+    Api::namespaced(ctx.client.clone(), ns)
+}
+
+/// Sets the object's finalizer list (guarded by resourceVersion).
+async fn patch_finalizers(
+    ctx: &Context,
+    pc: &ProxmoxCluster,
+    finalizers: Vec<String>,
+) -> Result<(), ClusterError> {
+    let ns = pc.namespace().unwrap_or_default();
+    let patch = json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": pc.resource_version(),
+    }});
+    api(ctx, &ns)
+        .patch(&pc.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(ClusterError::kube("patching ProxmoxCluster finalizers"))?;
+    Ok(())
+}
+
+/// The normal path: finalizer, control-plane endpoint wait, IP pools, credentials, probe, ready.
+pub async fn reconcile_normal(ctx: &Context, pc: &ProxmoxCluster, owner: &OwnerCluster) -> Outcome {
+    let mut status = pc.status.clone().unwrap_or_default();
+    let result = normal_steps(ctx, pc, owner, &mut status).await;
+    Outcome { status, result }
+}
+
+async fn normal_steps(
+    ctx: &Context,
+    pc: &ProxmoxCluster,
+    owner: &OwnerCluster,
+    status: &mut ProxmoxClusterStatus,
+) -> Result<Action, ClusterError> {
+    let settings = &ctx.settings.cluster;
+    let generation = pc.metadata.generation;
+    let ns = pc.namespace().unwrap_or_default();
+    let name = pc.name_any();
+    if !pc.finalizers().iter().any(|f| f == CLUSTER_FINALIZER) {
+        let mut f = pc.finalizers().to_vec();
+        f.push(CLUSTER_FINALIZER.to_owned());
+        patch_finalizers(ctx, pc, f).await?;
+    }
+
+    if readiness::waiting_for_endpoint(&pc.spec) {
+        tracing::info!(namespace = %ns, name = %name, cluster = %owner.name, "waiting for an external control plane to set spec.controlPlaneEndpoint");
+        readiness::apply(status, &Availability::MissingEndpoint, generation, &now());
+        // The endpoint patch is a spec change and triggers the next reconcile.
+        return Ok(Action::requeue(settings.resync));
+    }
+
+    let desired = pools::desired_pools(&name, &pc.spec);
+    let pool_api: Api<InClusterIPPool> = Api::namespaced(ctx.client.clone(), &ns);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for p in &desired {
+        let obj = pools::pool_object(p, &ns, owner_reference(pc, true));
+        pool_api
+            .patch(&p.name, &params, &Patch::Apply(&obj))
+            .await
+            .map_err(ClusterError::kube(format!(
+                "applying InClusterIPPool {ns}/{}",
+                p.name
+            )))?;
+    }
+    let (refs, zones) = pools::status_refs(&desired);
+    status.in_cluster_ip_pool_ref = (!refs.is_empty()).then_some(refs);
+    status.in_cluster_zone_ref = (!zones.is_empty()).then_some(zones);
+
+    let client = match secret::resolve_client(ctx, pc).await {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(reason) = e.condition_reason() {
+                let a = Availability::Failed {
+                    reason: reason.to_owned(),
+                    message: e.to_string(),
+                };
+                readiness::apply(status, &a, generation, &now());
+            }
+            return Err(e);
+        }
+    };
+
+    if let Err(source) = client.version().await {
+        ctx.metrics.set_cluster_connected(&ns, &name, false);
+        let e = ClusterError::ProxmoxUnreachable { source };
+        let a = Availability::Failed {
+            reason: e.reason().to_owned(),
+            message: e.to_string(),
+        };
+        readiness::apply(status, &a, generation, &now());
+        return Err(e);
+    }
+    ctx.metrics.set_cluster_connected(&ns, &name, true);
+    readiness::apply(status, &Availability::Available, generation, &now());
+    Ok(Action::requeue(settings.resync))
+}
+
+/// The delete path: refuse while the owner Cluster lives, wait for the cluster's ProxmoxMachines,
+/// release the credentials Secret and drop the finalizer.
+pub async fn reconcile_delete(ctx: &Context, pc: &ProxmoxCluster, owner: Option<&OwnerCluster>) -> Outcome {
+    let mut status = pc.status.clone().unwrap_or_default();
+    let result = delete_steps(ctx, pc, owner, &mut status).await;
+    Outcome { status, result }
+}
+
+async fn delete_steps(
+    ctx: &Context,
+    pc: &ProxmoxCluster,
+    owner: Option<&OwnerCluster>,
+    status: &mut ProxmoxClusterStatus,
+) -> Result<Action, ClusterError> {
+    let ns = pc.namespace().unwrap_or_default();
+    let name = pc.name_any();
+    if !pc.finalizers().iter().any(|f| f == CLUSTER_FINALIZER) {
+        return Ok(Action::await_change());
+    }
+    if let Some(o) = owner
+        && !o.deleting
+    {
+        tracing::error!(namespace = %ns, name = %name, cluster = %o.name, "deletion was requested but owning cluster wasn't deleted");
+        let a = Availability::Deleting(format!(
+            "deletion waits for the owning Cluster {} to be deleted",
+            o.name
+        ));
+        readiness::apply(status, &a, pc.metadata.generation, &now());
+        return Ok(Action::await_change());
+    }
+    let cluster = cluster_name(pc, owner);
+    let machines: Api<ProxmoxMachine> = Api::namespaced(ctx.client.clone(), &ns);
+    let left = machines
+        .list_metadata(&ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster}")))
+        .await
+        .map_err(ClusterError::kube("listing ProxmoxMachines"))?;
+    if !left.items.is_empty() {
+        let a = Availability::Deleting(format!(
+            "waiting for {} ProxmoxMachine(s) of cluster {cluster} to be deleted",
+            left.items.len()
+        ));
+        readiness::apply(status, &a, pc.metadata.generation, &now());
+        return Ok(Action::requeue(ctx.settings.cluster.machine_wait));
+    }
+    secret::release(ctx, pc).await?;
+    let rest: Vec<String> = pc
+        .finalizers()
+        .iter()
+        .filter(|f| *f != CLUSTER_FINALIZER)
+        .cloned()
+        .collect();
+    patch_finalizers(ctx, pc, rest).await?;
+    ctx.metrics.remove_cluster(&ns, &name);
+    tracing::info!(namespace = %ns, name = %name, "ProxmoxCluster released");
+    Ok(Action::await_change())
+}
+
+/// A reference for events and logs.
+pub fn object_ref(pc: &ProxmoxCluster) -> k8s_openapi::api::core::v1::ObjectReference {
+    pc.object_ref(&())
+}

@@ -1,0 +1,380 @@
+//! The ProxmoxCluster controller: watches ProxmoxClusters, their Clusters, credentials Secrets,
+//! created InClusterIPPools and the cluster's ProxmoxMachines; each reconcile fetches the owner
+//! Cluster, applies pause and managed-by rules, calls the service ([`crate::cluster`]) and writes
+//! the status back in one patch when it changed.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use capmox_api::capi::ipam::InClusterIPPool;
+use capmox_api::capi::{
+    CLUSTER_GROUP, CLUSTER_KIND, CLUSTER_PLURAL, MANAGED_BY_ANNOTATION, api_version_in_group,
+};
+use capmox_api::consts::{CLUSTER_NAME_LABEL, EVENT_RECORDER_NAME, GROUP, PAUSED_ANNOTATION};
+use capmox_api::v1alpha2::{ProxmoxCluster, ProxmoxClusterStatus, ProxmoxMachine};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::runtime::controller::{Action, Config};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, watcher};
+use kube::{Resource, ResourceExt};
+use serde_json::Value;
+
+use crate::cluster::{self, ClusterError, FIELD_MANAGER, readiness};
+use crate::context::Context;
+
+/// Controller name used for metrics.
+pub const CONTROLLER: &str = "proxmoxcluster";
+
+/// Status fields written by this controller (`nodeLocations` belongs to the machine controller).
+const OWNED_STATUS_FIELDS: &[&str] = &[
+    "conditions",
+    "initialization",
+    "inClusterIPPoolRef",
+    "inClusterZoneRef",
+];
+
+/// Per-object exponential backoff after errors, reset by a successful reconcile.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    attempts: Mutex<HashMap<String, u32>>,
+}
+
+impl Backoff {
+    /// The delay before the next retry of `key`, doubling from `base` up to `cap`.
+    pub fn next(&self, key: &str, base: Duration, cap: Duration) -> Duration {
+        let mut m = self
+            .attempts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = m.entry(key.to_owned()).or_insert(0);
+        let delay = base.saturating_mul(2u32.saturating_pow((*n).min(16))).min(cap);
+        *n = n.saturating_add(1);
+        delay
+    }
+
+    /// Forgets the error streak of `key`.
+    pub fn reset(&self, key: &str) {
+        self.attempts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
+    }
+}
+
+/// What the controller's reconcile function gets: the shared context plus this controller's
+/// event recorder and backoff state.
+struct ClusterCtx {
+    ctx: Arc<Context>,
+    recorder: Recorder,
+    backoff: Backoff,
+}
+
+fn key(pc: &ProxmoxCluster) -> String {
+    format!("{}/{}", pc.namespace().unwrap_or_default(), pc.name_any())
+}
+
+/// Runs the ProxmoxCluster controller until `shutdown` completes (then finishes in-flight
+/// reconciles and returns).
+pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 'static) {
+    let client = ctx.client.clone();
+    let ns = ctx.settings.namespace.clone();
+    let scoped = |c: kube::Client| match &ns {
+        Some(ns) => (c.clone(), Some(ns.clone())),
+        None => (c, None),
+    };
+    let (c, scope) = scoped(client.clone());
+    let pcs: Api<ProxmoxCluster> = match &scope {
+        Some(ns) => Api::namespaced(c.clone(), ns),
+        None => Api::all(c.clone()),
+    };
+    let cluster_ar = cluster_api_resource(&client).await;
+    let clusters: Api<DynamicObject> = match &scope {
+        Some(ns) => Api::namespaced_with(c.clone(), ns, &cluster_ar),
+        None => Api::all_with(c.clone(), &cluster_ar),
+    };
+    let pools: Api<InClusterIPPool> = match &scope {
+        Some(ns) => Api::namespaced(c.clone(), ns),
+        None => Api::all(c.clone()),
+    };
+    let machines: Api<PartialObjectMeta<ProxmoxMachine>> = match &scope {
+        Some(ns) => Api::namespaced(c.clone(), ns),
+        None => Api::all(c.clone()),
+    };
+    let secrets: Api<PartialObjectMeta<Secret>> = match &scope {
+        Some(ns) => Api::namespaced(c.clone(), ns),
+        None => Api::all(c.clone()),
+    };
+
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(());
+    });
+
+    let reporter = Reporter {
+        controller: EVENT_RECORDER_NAME.to_owned(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    let cctx = Arc::new(ClusterCtx {
+        recorder: Recorder::new(client.clone(), reporter),
+        backoff: Backoff::default(),
+        ctx: ctx.clone(),
+    });
+
+    let wc = watcher::Config::default().any_semantic();
+    let controller = Controller::new(pcs, wc.clone());
+    let store = controller.store();
+    let (s1, s2, s3) = (store.clone(), store.clone(), store);
+    controller
+        .watches_with(clusters, cluster_ar, wc.clone(), move |c| cluster_to_pcs(&c, &s1))
+        .owns(pools, wc.clone())
+        .watches(machines, wc.clone(), move |m| machine_to_pcs(&m, &s2))
+        .watches(secrets, wc, move |s| secret_to_pcs(&s, &s3))
+        .with_config(Config::default().concurrency(ctx.settings.concurrency))
+        .graceful_shutdown_on(async move {
+            let _ = stop_rx.await;
+        })
+        .run(reconcile, error_policy, cctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "proxmoxcluster reconcile failed");
+            }
+        })
+        .await;
+}
+
+/// The Cluster API resource to watch: `v1beta2` when served, else `v1beta1`.
+async fn cluster_api_resource(client: &kube::Client) -> ApiResource {
+    let version = match client.list_api_groups().await {
+        Ok(groups) => groups
+            .groups
+            .iter()
+            .find(|g| g.name == CLUSTER_GROUP)
+            .and_then(|g| {
+                let served: Vec<&str> = g.versions.iter().map(|v| v.version.as_str()).collect();
+                ["v1beta2", "v1beta1"].into_iter().find(|v| served.contains(v))
+            })
+            .unwrap_or("v1beta2"),
+        Err(e) => {
+            tracing::warn!(error = %e, "API discovery failed; watching cluster.x-k8s.io/v1beta2 Clusters");
+            "v1beta2"
+        }
+    };
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(CLUSTER_GROUP, version, CLUSTER_KIND),
+        CLUSTER_PLURAL,
+    )
+}
+
+/// Cluster → its ProxmoxCluster: by `spec.infrastructureRef` (v1beta2 `apiGroup` or v1beta1
+/// `apiVersion`) and by ProxmoxClusters whose owner is this Cluster.
+fn cluster_to_pcs(c: &DynamicObject, store: &Store<ProxmoxCluster>) -> Vec<ObjectRef<ProxmoxCluster>> {
+    let ns = c.namespace().unwrap_or_default();
+    let mut out = Vec::new();
+    if let Some(r) = c.data.pointer("/spec/infrastructureRef") {
+        let s = |k: &str| r.get(k).and_then(Value::as_str);
+        let ours =
+            s("apiGroup") == Some(GROUP) || s("apiVersion").is_some_and(|v| api_version_in_group(v, GROUP));
+        if ours
+            && s("kind") == Some("ProxmoxCluster")
+            && let Some(name) = s("name")
+        {
+            out.push(ObjectRef::new(name).within(s("namespace").unwrap_or(&ns)));
+        }
+    }
+    let name = c.name_any();
+    for pc in store.state() {
+        if pc.namespace().as_deref() == Some(ns.as_str())
+            && cluster::owner::owner_ref(&pc.metadata).is_some_and(|(_, n)| n == name)
+        {
+            out.push(ObjectRef::from_obj(pc.as_ref()));
+        }
+    }
+    out
+}
+
+/// ProxmoxMachine → the ProxmoxCluster(s) of its `cluster.x-k8s.io/cluster-name` (a deletion
+/// waiting for machines continues as soon as the last one is gone).
+fn machine_to_pcs(
+    m: &PartialObjectMeta<ProxmoxMachine>,
+    store: &Store<ProxmoxCluster>,
+) -> Vec<ObjectRef<ProxmoxCluster>> {
+    let Some(cluster_name) = m.labels().get(CLUSTER_NAME_LABEL) else {
+        return Vec::new();
+    };
+    let ns = m.namespace();
+    store
+        .state()
+        .into_iter()
+        .filter(|pc| pc.namespace() == ns && cluster::cluster_name(pc, None) == *cluster_name)
+        .map(|pc| ObjectRef::from_obj(pc.as_ref()))
+        .collect()
+}
+
+/// Secret → the ProxmoxClusters referencing it (a created or rotated Secret is picked up at once).
+fn secret_to_pcs(
+    s: &PartialObjectMeta<Secret>,
+    store: &Store<ProxmoxCluster>,
+) -> Vec<ObjectRef<ProxmoxCluster>> {
+    let key = (s.namespace().unwrap_or_default(), s.name_any());
+    store
+        .state()
+        .into_iter()
+        .filter(|pc| cluster::secret_key(pc).as_ref() == Some(&key))
+        .map(|pc| ObjectRef::from_obj(pc.as_ref()))
+        .collect()
+}
+
+async fn reconcile(pc: Arc<ProxmoxCluster>, cc: Arc<ClusterCtx>) -> Result<Action, ClusterError> {
+    let ctx = &cc.ctx;
+    let _timer = ctx.metrics.reconcile_started(CONTROLLER);
+    if pc.annotations().contains_key(MANAGED_BY_ANNOTATION) {
+        tracing::debug!(object = %key(&pc), "externally managed; skipping");
+        return Ok(Action::await_change());
+    }
+    let ns = pc.namespace().unwrap_or_default();
+    let owner = cluster::owner::fetch(&ctx.client, &ns, &pc.metadata).await?;
+    let annotation_paused = pc.annotations().contains_key(PAUSED_ANNOTATION);
+    let cluster_paused = owner.as_ref().is_some_and(|o| o.paused);
+    if annotation_paused || cluster_paused {
+        let mut status = pc.status.clone().unwrap_or_default();
+        readiness::apply_paused(
+            &mut status,
+            cluster_paused,
+            annotation_paused,
+            pc.metadata.generation,
+            &now(),
+        );
+        write_status(ctx, &pc, &status).await?;
+        return Ok(Action::await_change());
+    }
+    let outcome = if pc.metadata.deletion_timestamp.is_some() {
+        cluster::reconcile_delete(ctx, &pc, owner.as_ref()).await
+    } else {
+        let Some(owner) = owner else {
+            tracing::info!(object = %key(&pc), "Waiting for Cluster Controller to set OwnerRef on ProxmoxCluster");
+            return Ok(Action::await_change());
+        };
+        cluster::reconcile_normal(ctx, &pc, &owner).await
+    };
+    let old = pc.status.clone().unwrap_or_default();
+    write_status(ctx, &pc, &outcome.status).await?;
+    for t in readiness::transitions(&old, &outcome.status) {
+        publish(&cc.recorder, &pc, t).await;
+    }
+    if outcome.result.is_ok() {
+        cc.backoff.reset(&key(&pc));
+    }
+    outcome.result
+}
+
+fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// Merge-patches the fields this controller owns when they differ from the stored status
+/// (absent fields are sent as `null` so stale values disappear).
+async fn write_status(
+    ctx: &Context,
+    pc: &ProxmoxCluster,
+    status: &ProxmoxClusterStatus,
+) -> Result<(), ClusterError> {
+    if pc.status.clone().unwrap_or_default() == *status {
+        return Ok(());
+    }
+    let value = serde_json::to_value(status).unwrap_or(Value::Null);
+    let mut patch = serde_json::Map::new();
+    for f in OWNED_STATUS_FIELDS {
+        patch.insert((*f).to_owned(), value.get(*f).cloned().unwrap_or(Value::Null));
+    }
+    let body = serde_json::json!({ "status": patch });
+    let api: Api<ProxmoxCluster> = Api::namespaced(ctx.client.clone(), &pc.namespace().unwrap_or_default());
+    match api
+        .patch_status(
+            &pc.name_any(),
+            &PatchParams::apply(FIELD_MANAGER),
+            &Patch::Merge(&body),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        // The object went away (finalizer removed and deleted) in the meantime.
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(source) => Err(ClusterError::Kube {
+            action: "patching ProxmoxCluster status".into(),
+            source,
+        }),
+    }
+}
+
+async fn publish(recorder: &Recorder, pc: &ProxmoxCluster, t: readiness::Transition) {
+    let ev = Event {
+        type_: if t.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: t.reason.to_owned(),
+        note: Some(t.note),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&ev, &pc.object_ref(&())).await {
+        tracing::debug!(error = %e, "publishing event failed");
+    }
+}
+
+fn error_policy(pc: Arc<ProxmoxCluster>, err: &ClusterError, cc: Arc<ClusterCtx>) -> Action {
+    let s = &cc.ctx.settings.cluster;
+    cc.ctx.metrics.reconcile_error(CONTROLLER, err.reason());
+    let delay = cc.backoff.next(&key(&pc), s.backoff_base, s.backoff_cap);
+    tracing::warn!(object = %key(&pc), error = %err, retry_in = ?delay, "proxmoxcluster reconcile failed");
+    Action::requeue(delay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_caps_and_resets() {
+        let b = Backoff::default();
+        let (base, cap) = (Duration::from_secs(5), Duration::from_secs(60));
+        let seq: Vec<_> = (0..6).map(|_| b.next("a", base, cap).as_secs()).collect();
+        assert_eq!(seq, [5, 10, 20, 40, 60, 60]);
+        assert_eq!(b.next("b", base, cap).as_secs(), 5);
+        b.reset("a");
+        assert_eq!(b.next("a", base, cap).as_secs(), 5);
+    }
+
+    #[test]
+    fn cluster_maps_through_either_ref_shape() {
+        let (store, _w) = {
+            let (r, w) = kube::runtime::reflector::store::<ProxmoxCluster>();
+            (r, w)
+        };
+        let mut c = DynamicObject::new(
+            "c1",
+            &ApiResource::erase::<capmox_api::capi::v1beta2::Cluster>(&()),
+        );
+        c.metadata.namespace = Some("ns".into());
+        c.data = serde_json::json!({"spec": {"infrastructureRef": {"apiGroup": GROUP, "kind": "ProxmoxCluster", "name": "pc1"}}});
+        assert_eq!(
+            cluster_to_pcs(&c, &store),
+            vec![ObjectRef::new("pc1").within("ns")]
+        );
+        c.data = serde_json::json!({"spec": {"infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "ProxmoxCluster", "name": "pc2"}}});
+        assert_eq!(
+            cluster_to_pcs(&c, &store),
+            vec![ObjectRef::new("pc2").within("ns")]
+        );
+        c.data = serde_json::json!({"spec": {"infrastructureRef": {"apiGroup": "other.io", "kind": "ProxmoxCluster", "name": "x"}}});
+        assert!(cluster_to_pcs(&c, &store).is_empty());
+    }
+}

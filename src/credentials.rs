@@ -1,0 +1,325 @@
+//! Proxmox credentials of a ProxmoxCluster: parsing the `credentialsRef` Secret (capmox key names
+//! and TLS semantics) and a cache of one client per Secret version.
+//!
+//! The manager's global client (from `PROXMOX_URL`/`PROXMOX_TOKEN`/`PROXMOX_SECRET`) wins over any
+//! Secret, as in capmox.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+
+use crate::proxmox::{self, Client, ClientConfig, Credentials, RequestObserver};
+
+/// Secret key with the Proxmox URL.
+pub const KEY_URL: &str = "url";
+/// Secret key with the API token id (`user@realm!name`).
+pub const KEY_TOKEN: &str = "token";
+/// Secret key with the API token secret.
+pub const KEY_SECRET: &str = "secret";
+/// Optional secret key: skip TLS verification (`1`, `on`, `true`, `yes`, `y`; absent ⇒ insecure).
+pub const KEY_INSECURE: &str = "insecure";
+/// Optional secret key: PEM CA bundle trusted in addition to the public roots.
+pub const KEY_ROOT_CA: &str = "root_ca";
+
+/// Errors turning a Secret into a client.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    /// A required key is missing or empty.
+    #[error("credentials secret {secret} has no value for key {key:?}")]
+    MissingKey {
+        /// `namespace/name` of the Secret.
+        secret: String,
+        /// The key.
+        key: &'static str,
+    },
+    /// A value is not UTF-8.
+    #[error("credentials secret {secret}: key {key:?} is not valid UTF-8")]
+    NotUtf8 {
+        /// `namespace/name` of the Secret.
+        secret: String,
+        /// The key.
+        key: &'static str,
+    },
+    /// The client could not be built (bad URL or CA bundle).
+    #[error("credentials secret {secret}: {source}")]
+    Client {
+        /// `namespace/name` of the Secret.
+        secret: String,
+        /// Underlying error.
+        #[source]
+        source: proxmox::Error,
+    },
+}
+
+/// Credentials read from a Secret. `Debug` never shows the token secret.
+#[derive(Debug, Clone)]
+pub struct SecretCredentials {
+    /// Proxmox URL.
+    pub url: String,
+    /// API token id.
+    pub token_id: String,
+    /// API token secret.
+    pub token_secret: proxmox::Secret,
+    /// Skip TLS verification.
+    pub insecure: bool,
+    /// Extra trusted CA certificates (PEM).
+    pub root_ca: Option<String>,
+}
+
+impl SecretCredentials {
+    /// The client configuration for these credentials (fast connect and few retries, as the
+    /// controller probes on every reconcile and backs off itself).
+    pub fn client_config(&self) -> ClientConfig {
+        let mut cfg = ClientConfig::new(
+            self.url.clone(),
+            Credentials::token(self.token_id.clone(), self.token_secret.clone()),
+        );
+        cfg.connect_timeout = Duration::from_secs(5);
+        cfg.request_timeout = Duration::from_secs(30);
+        cfg.get_retries = 1;
+        cfg.retry_base = Duration::from_millis(200);
+        if self.insecure {
+            cfg = cfg.insecure();
+        } else if let Some(pem) = &self.root_ca {
+            cfg = cfg.with_ca_pem(pem.clone());
+        }
+        cfg
+    }
+}
+
+/// capmox's reading of the `insecure` key: absent ⇒ insecure (pre-v0.7 behaviour); present ⇒
+/// insecure iff its lower-cased value is one of `1`, `on`, `true`, `yes`, `y`.
+pub fn insecure_from(value: Option<&str>) -> bool {
+    match value {
+        None => true,
+        Some(v) => matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "on" | "true" | "yes" | "y"
+        ),
+    }
+}
+
+/// Parses the data of a credentials Secret. `secret` names it (`namespace/name`) in errors.
+pub fn parse_secret_data(
+    secret: &str,
+    data: &BTreeMap<String, ByteString>,
+) -> Result<SecretCredentials, CredentialsError> {
+    let text = |key: &'static str| -> Result<Option<String>, CredentialsError> {
+        match data.get(key) {
+            None => Ok(None),
+            Some(b) => String::from_utf8(b.0.clone())
+                .map(Some)
+                .map_err(|_| CredentialsError::NotUtf8 {
+                    secret: secret.to_owned(),
+                    key,
+                }),
+        }
+    };
+    let required = |key: &'static str| -> Result<String, CredentialsError> {
+        text(key)?
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| CredentialsError::MissingKey {
+                secret: secret.to_owned(),
+                key,
+            })
+    };
+    Ok(SecretCredentials {
+        url: required(KEY_URL)?,
+        token_id: required(KEY_TOKEN)?,
+        token_secret: proxmox::Secret::new(required(KEY_SECRET)?),
+        insecure: insecure_from(text(KEY_INSECURE)?.as_deref()),
+        root_ca: text(KEY_ROOT_CA)?.filter(|s| !s.trim().is_empty()),
+    })
+}
+
+/// A client built from one version of a Secret.
+struct CachedClient {
+    uid: String,
+    resource_version: String,
+    client: Client,
+}
+
+/// The source of Proxmox clients for ProxmoxClusters: the global client, or one cached client per
+/// credentials Secret, rebuilt only when the Secret's uid or resourceVersion changes.
+pub struct ProxmoxClients {
+    global: Option<Client>,
+    observer: Arc<dyn RequestObserver>,
+    cache: Mutex<HashMap<(String, String), CachedClient>>,
+    built: AtomicU64,
+}
+
+impl std::fmt::Debug for ProxmoxClients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxmoxClients")
+            .field("global", &self.global.is_some())
+            .field("built", &self.built.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProxmoxClients {
+    /// A client source with an optional global client; `observer` is attached to every client
+    /// built from a Secret.
+    pub fn new(global: Option<Client>, observer: Arc<dyn RequestObserver>) -> Self {
+        Self {
+            global,
+            observer,
+            cache: Mutex::new(HashMap::new()),
+            built: AtomicU64::new(0),
+        }
+    }
+
+    /// The manager-wide client, when the manager was started with credentials.
+    pub fn global(&self) -> Option<&Client> {
+        self.global.as_ref()
+    }
+
+    /// The client for a credentials Secret, from the cache when the Secret did not change.
+    pub fn for_secret(&self, secret: &Secret) -> Result<Client, CredentialsError> {
+        let ns = secret.metadata.namespace.clone().unwrap_or_default();
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        let uid = secret.metadata.uid.clone().unwrap_or_default();
+        let rv = secret.metadata.resource_version.clone().unwrap_or_default();
+        let key = (ns, name);
+        if let Some(c) = self.lock().get(&key)
+            && c.uid == uid
+            && c.resource_version == rv
+        {
+            return Ok(c.client.clone());
+        }
+        let label = format!("{}/{}", key.0, key.1);
+        let empty = BTreeMap::new();
+        let creds = parse_secret_data(&label, secret.data.as_ref().unwrap_or(&empty))?;
+        let client =
+            Client::with_observer(creds.client_config(), self.observer.clone()).map_err(|source| {
+                CredentialsError::Client {
+                    secret: label,
+                    source,
+                }
+            })?;
+        self.built.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(
+            key,
+            CachedClient {
+                uid,
+                resource_version: rv,
+                client: client.clone(),
+            },
+        );
+        Ok(client)
+    }
+
+    /// Drops the cached client of a Secret (e.g. when it is gone).
+    pub fn forget(&self, namespace: &str, name: &str) {
+        self.lock().remove(&(namespace.to_owned(), name.to_owned()));
+    }
+
+    /// How many clients were built from Secrets so far (for tests and diagnostics).
+    pub fn clients_built(&self) -> u64 {
+        self.built.load(Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), CachedClient>> {
+        // A poisoned cache only means another reconcile panicked mid-insert; the map is still valid.
+        self.cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+
+    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, ByteString> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
+            .collect()
+    }
+
+    #[test]
+    fn insecure_semantics_match_capmox() {
+        assert!(insecure_from(None));
+        for v in ["1", "on", "true", "TRUE", "Yes", "y"] {
+            assert!(insecure_from(Some(v)), "{v}");
+        }
+        for v in ["0", "false", "no", "", "off", "n"] {
+            assert!(!insecure_from(Some(v)), "{v}");
+        }
+    }
+
+    #[test]
+    fn parses_keys_and_hides_secret() {
+        let c = parse_secret_data(
+            "ns/creds",
+            &data(&[
+                ("url", "https://pve:8006"),
+                ("token", "capmox@pve!capi"),
+                ("secret", "s3cr3t-value"),
+                ("insecure", "false"),
+                ("root_ca", "-----BEGIN CERTIFICATE-----"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.url, "https://pve:8006");
+        assert_eq!(c.token_id, "capmox@pve!capi");
+        assert_eq!(c.token_secret.expose(), "s3cr3t-value");
+        assert!(!c.insecure);
+        assert!(c.root_ca.is_some());
+        assert!(!format!("{c:?}").contains("s3cr3t-value"));
+    }
+
+    #[test]
+    fn missing_key_is_named() {
+        let e = parse_secret_data("ns/creds", &data(&[("url", "https://pve"), ("token", "t")])).unwrap_err();
+        assert!(
+            matches!(e, CredentialsError::MissingKey { key: "secret", .. }),
+            "{e}"
+        );
+        let e = parse_secret_data(
+            "ns/creds",
+            &data(&[("url", " "), ("token", "t"), ("secret", "s")]),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, CredentialsError::MissingKey { key: "url", .. }),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn cache_rebuilds_only_on_new_resource_version() {
+        let clients = ProxmoxClients::new(None, Arc::new(proxmox::NoopObserver));
+        let mut s = Secret {
+            metadata: ObjectMeta {
+                name: Some("creds".into()),
+                namespace: Some("ns".into()),
+                uid: Some("u1".into()),
+                resource_version: Some("1".into()),
+                ..Default::default()
+            },
+            data: Some(data(&[
+                ("url", "https://127.0.0.1:1"),
+                ("token", "a@pve!b"),
+                ("secret", "x"),
+            ])),
+            ..Default::default()
+        };
+        clients.for_secret(&s).unwrap();
+        clients.for_secret(&s).unwrap();
+        assert_eq!(clients.clients_built(), 1);
+        s.metadata.resource_version = Some("2".into());
+        clients.for_secret(&s).unwrap();
+        assert_eq!(clients.clients_built(), 2);
+        clients.forget("ns", "creds");
+        clients.for_secret(&s).unwrap();
+        assert_eq!(clients.clients_built(), 3);
+    }
+}
