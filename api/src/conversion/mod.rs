@@ -50,6 +50,7 @@ mod machine;
 pub mod network;
 mod value;
 
+pub use common::{API_CONVERSION_MESSAGE, API_CONVERSION_REASON};
 pub use value::convert_value;
 
 use crate::{v1alpha1, v1alpha2};

@@ -174,3 +174,33 @@ macro_rules! tolerant_serde {
     };
 }
 pub(crate) use tolerant_serde;
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::v1alpha1::{ProxmoxMachine, ProxmoxMachineSpec, ProxmoxMachineTemplate};
+
+    #[test]
+    fn absent_or_null_spec_decodes_to_the_zero_value() {
+        let meta = json!({"name": "m"});
+        let absent = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "ProxmoxMachine", "metadata": meta});
+        let machine: ProxmoxMachine = serde_json::from_value(absent).expect("absent spec decodes");
+        assert_eq!(machine.spec, ProxmoxMachineSpec::default());
+        let null = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "ProxmoxMachineTemplate", "metadata": meta, "spec": null});
+        let template: ProxmoxMachineTemplate = serde_json::from_value(null).expect("null spec decodes");
+        assert_eq!(template.spec, Default::default());
+    }
+
+    #[test]
+    fn present_spec_still_rejects_wrong_types() {
+        let bad = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "ProxmoxMachine",
+                         "metadata": {"name": "m"}, "spec": {"numCores": "four"}});
+        assert!(serde_json::from_value::<ProxmoxMachine>(bad).is_err());
+        let spec: ProxmoxMachineSpec = serde_json::from_value(json!({"numCores": 4})).expect("decodes");
+        assert_eq!(
+            serde_json::to_value(&spec).expect("encodes"),
+            json!({"numCores": 4})
+        );
+    }
+}
