@@ -178,6 +178,7 @@ impl SimServer {
                 let Ok((tcp, _peer)) = accepted else { continue };
                 let shared = shared.clone();
                 let acceptor = acceptor.clone();
+                let conn_stop = stopped.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |req| {
                         let shared = shared.clone();
@@ -186,16 +187,10 @@ impl SimServer {
                     match acceptor {
                         Some(acceptor) => {
                             if let Ok(stream) = acceptor.accept(tcp).await {
-                                let _ = http1::Builder::new()
-                                    .serve_connection(TokioIo::new(stream), service)
-                                    .await;
+                                serve(TokioIo::new(stream), service, conn_stop).await;
                             }
                         }
-                        None => {
-                            let _ = http1::Builder::new()
-                                .serve_connection(TokioIo::new(tcp), service)
-                                .await;
-                        }
+                        None => serve(TokioIo::new(tcp), service, conn_stop).await,
                     }
                 });
             }
@@ -258,6 +253,25 @@ impl SimServer {
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         let _ = self.handle.await;
+    }
+}
+
+/// Serves one connection until it ends or the server stops (then it is shut down gracefully).
+async fn serve<I, S>(io: I, service: S, mut stop: watch::Receiver<bool>)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::HttpService<Incoming, ResBody = Full<Bytes>> + Send,
+    S::Future: Send,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conn = http1::Builder::new().serve_connection(io, service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = stop.changed() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
     }
 }
 

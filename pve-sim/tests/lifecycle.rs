@@ -167,3 +167,22 @@ async fn shutdown_timeouts_and_start_failing_yet_running() {
         pve_sim::PowerState::Stopped
     );
 }
+
+#[tokio::test]
+async fn shutdown_closes_the_server() {
+    let sim = common::start_default().await;
+    assert_eq!(sim.get("/version").await.status, 200);
+    let common::Sim {
+        server,
+        client,
+        base,
+        auth,
+    } = sim;
+    server.shutdown().await;
+    let r = client
+        .get(format!("{base}/version"))
+        .header("Authorization", auth)
+        .send()
+        .await;
+    assert!(r.is_err(), "server still answers after shutdown: {r:?}");
+}
