@@ -8,7 +8,8 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 use super::State;
-use super::crud::{delete_object, meta_str};
+use super::crud::meta_str;
+use super::delete::delete_object;
 use super::store::{ResId, rv_of};
 
 fn owner_uids(o: &Value) -> Vec<String> {

@@ -5,6 +5,7 @@ mod apply;
 mod conversion;
 pub mod crds;
 mod crud;
+mod delete;
 mod discovery;
 mod gc;
 mod openapi;

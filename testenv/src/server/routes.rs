@@ -9,7 +9,7 @@ use hyper::{Method, Request, Response};
 
 use super::crds::ResourceDef;
 use super::status::{ApiError, ApiResult};
-use super::{Body, State, crud, discovery, error_response, openapi, patch, protobuf, watch};
+use super::{Body, State, crud, delete, discovery, error_response, openapi, patch, protobuf, watch};
 
 /// A parsed resource request.
 pub struct ResourceReq {
@@ -175,8 +175,8 @@ async fn route(st: Arc<State>, req: Request<hyper::body::Incoming>) -> ApiResult
         (Method::POST, false) => crud::create(&st, &rr, &body).await,
         (Method::PUT, true) => crud::update(&st, &rr, &body).await,
         (Method::PATCH, true) => patch::patch(&st, &rr, &ctype, &body).await,
-        (Method::DELETE, true) => crud::delete(&st, &rr, &body).await,
-        (Method::DELETE, false) => crud::delete_collection(&st, &rr, &body).await,
+        (Method::DELETE, true) => delete::delete(&st, &rr, &body).await,
+        (Method::DELETE, false) => delete::delete_collection(&st, &rr, &body).await,
         _ => Err(ApiError::method_not_allowed()),
     }
 }
