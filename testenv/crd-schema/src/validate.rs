@@ -76,7 +76,15 @@ pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
 pub(crate) fn validate(root: &Node, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errs = Vec::new();
     openapi(root, obj, old, "", &mut errs);
-    listtype::validate(root, obj, old, "", &mut errs);
+    // List-type invariants ratchet as a whole: checked only when the old object satisfied them.
+    let old_list_ok = old.is_none_or(|o| {
+        let mut old_errs = Vec::new();
+        listtype::validate(root, o, "", &mut old_errs);
+        old_errs.is_empty()
+    });
+    if old_list_ok {
+        listtype::validate(root, obj, "", &mut errs);
+    }
     // strategy.go hasBlockingErr: these leave the object in a shape the rules were not written for.
     let blocking = errs.iter().any(|e| {
         matches!(

@@ -230,8 +230,22 @@ fn list_types() {
         Vec::<String>::new()
     );
     assert_eq!(
-        msgs(&s, json!({"set": ["a", "b", "a"]})),
+        msgs(&s, json!({"set": ["a", "b", "a", "a"]})),
         ["spec.set[2]: Duplicate value: \"a\""]
+    );
+    assert!(msgs(&s, json!({"map": [{"name": "a"}, "x"]})).contains(
+        &"spec.map[1]: Invalid value: \"x\": must be an object for an array of list-type map".to_string()
+    ));
+    let old = json!({"spec": {"set": ["a", "a"]}});
+    assert!(
+        s.validate(&json!({"spec": {"set": ["b", "b"]}}), Some(&old))
+            .is_empty(),
+        "ratcheted: the old object already broke the invariant"
+    );
+    assert_eq!(
+        s.validate(&json!({"spec": {"set": ["b", "b"]}}), Some(&json!({"spec": {}})))
+            .len(),
+        1
     );
     assert_eq!(
         msgs(&s, json!({"map": [{"name": "a", "v": 1}, {"name": "a", "v": 2}]})),
