@@ -157,7 +157,7 @@ pub(crate) fn openapi(s: &Node, v: &Value, old: Option<&Value>, path: &str, errs
     if let Some(ty) = &s.ty
         && !type_matches(ty, v)
     {
-        errs.push(type_error(path, ty, json_type(v)));
+        type_mismatch(s, ty, v, path, errs);
     }
     composition(s, v, path, errs);
     match v {
@@ -191,6 +191,29 @@ pub(crate) fn openapi(s: &Node, v: &Value, old: Option<&Value>, path: &str, errs
     if let Value::Object(map) = v {
         object_checks(s, map, old, path, errs);
     }
+}
+
+/// kube-openapi's typeValidator once the JSON types differ: with a `format`, a non-string,
+/// non-list value is reported against the format (`must be of type int32: "double"`), and strings
+/// or lists pass a formatted non-numeric schema; otherwise against the type.
+fn type_mismatch(s: &Node, ty: &str, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    let string_or_list = v.is_string() || v.is_array();
+    if let Some(format) = &s.format {
+        // The format go-openapi infers from a decoded JSON value.
+        let data_format = match v {
+            Value::Number(n) if n.is_f64() => "double",
+            Value::Number(_) => "int64",
+            _ => "",
+        };
+        if !string_or_list && data_format != format {
+            errs.push(type_error(path, format, data_format));
+            return;
+        }
+        if ty != "number" && ty != "integer" && string_or_list {
+            return;
+        }
+    }
+    errs.push(type_error(path, ty, json_type(v)));
 }
 
 fn type_error(path: &str, ty: &str, actual: &str) -> FieldError {

@@ -61,6 +61,25 @@ fn types() {
         msgs(&s, json!({"b": null}))[0],
         "spec.b: Invalid value: \"null\": spec.b in body must be of type boolean: \"null\""
     );
+    let f = schema(
+        json!({"i32": {"type": "integer", "format": "int32"}, "d": {"type": "string", "format": "date-time"}}),
+    );
+    assert_eq!(
+        msgs(&f, json!({"i32": 1.5}))[0],
+        "spec.i32: Invalid value: \"double\": spec.i32 in body must be of type int32: \"double\""
+    );
+    assert_eq!(
+        msgs(&f, json!({"i32": true}))[0],
+        "spec.i32: Invalid value: \"\": spec.i32 in body must be of type int32: \"\""
+    );
+    assert_eq!(
+        msgs(&f, json!({"i32": "7"}))[0],
+        "spec.i32: Invalid value: \"string\": spec.i32 in body must be of type integer: \"string\""
+    );
+    assert_eq!(
+        msgs(&f, json!({"d": 5}))[0],
+        "spec.d: Invalid value: \"int64\": spec.d in body must be of type date-time: \"int64\""
+    );
     let e = s.validate(&json!({"spec": {"o": []}}), None);
     assert_eq!(e[0].kind, FieldErrorKind::TypeInvalid);
 }
