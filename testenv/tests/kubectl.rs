@@ -154,5 +154,9 @@ async fn kubectl_custom_resources() {
         )
     });
     assert!(!ok && err.contains("Invalid"), "{err}");
+    let (ok, _, err) = tokio::task::block_in_place(|| {
+        kubectl(&env, &["apply", "-f", "-"], Some(&format!("{w}  bogus: 1\n")))
+    });
+    assert!(!ok && err.contains("unknown field \"spec.bogus\""), "{err}");
     run(&env, &["delete", "widget", "w1"], None);
 }

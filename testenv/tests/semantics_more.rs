@@ -184,3 +184,36 @@ async fn unserved_versions_and_unsupported_methods() {
     let e = api_err(c.request::<serde_json::Value>(req).await);
     assert_eq!((e.code, e.reason.as_str()), (405, "MethodNotAllowed"));
 }
+
+#[tokio::test]
+async fn strict_field_validation_rejects_unknown_fields() {
+    let env = env().await;
+    let c = env.client();
+    let ns = namespace(&c).await;
+    install_test_crds(&env).await;
+    let body = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Widget", "metadata": {"name": "s"},
+        "spec": {"size": 1, "bogus": true}});
+    let post = |q: &str| {
+        http::Request::post(format!("/apis/{GROUP}/v1/namespaces/{ns}/widgets{q}"))
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap()
+    };
+    let e = api_err(
+        c.request::<serde_json::Value>(post("?fieldValidation=Strict"))
+            .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+    assert!(
+        e.message
+            .contains("strict decoding error: unknown field \"spec.bogus\""),
+        "{}",
+        e.message
+    );
+    // Without Strict the field is pruned.
+    let created = c
+        .request::<serde_json::Value>(post("?fieldValidation=Ignore"))
+        .await
+        .unwrap();
+    assert!(created["spec"].get("bogus").is_none());
+}

@@ -188,7 +188,7 @@ pub async fn apply(st: &State, rr: &ResourceReq, body: &[u8]) -> ApiResult<Respo
                 m.insert("namespace".into(), json!(ns));
             }
         }
-        let created = create_object(st, def, &rr.version, obj, rr.dry_run()).await?;
+        let created = create_object(st, def, &rr.version, obj, rr.dry_run(), rr.strict()).await?;
         if !rr.dry_run() {
             st.store.set_applied(&res, &ns, &name, &slot, cfg);
         }

@@ -113,6 +113,35 @@ fn name_error(def: &ResourceDef, name: &str) -> Option<FieldErr> {
     })
 }
 
+/// Fields present (and non-null) in `before` but dropped by pruning, as dotted paths.
+fn removed_fields(before: &Value, after: &Value, prefix: &str, out: &mut Vec<String>) {
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            for (k, bv) in b {
+                if prefix.is_empty() && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                match a.get(k) {
+                    None if !bv.is_null() => out.push(path),
+                    Some(av) => removed_fields(bv, av, &path, out),
+                    None => {}
+                }
+            }
+        }
+        (Value::Array(b), Value::Array(a)) if a.len() == b.len() => {
+            for (i, (bv, av)) in b.iter().zip(a).enumerate() {
+                removed_fields(bv, av, &format!("{prefix}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Kind-specific preparation shared by create and update (after metadata rules, before storage).
 fn admit(
     st: &State,
@@ -120,11 +149,26 @@ fn admit(
     version: &str,
     obj: &mut Value,
     old: Option<&Value>,
+    strict: bool,
 ) -> ApiResult<()> {
     let name = meta_str(obj, "name").to_string();
     if def.custom {
         if let Some(schema) = def.version(version).and_then(|v| v.schema.clone()) {
+            let before = strict.then(|| obj.clone());
             schema.prune_and_default(obj);
+            if let Some(before) = before {
+                let mut unknown = Vec::new();
+                removed_fields(&before, obj, "", &mut unknown);
+                if !unknown.is_empty() {
+                    let list: Vec<String> =
+                        unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+                    return Err(ApiError::bad_request(format!(
+                        "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+                        list.join(", "),
+                        kind = def.kind
+                    )));
+                }
+            }
             let errs = schema.validate(obj, old);
             if !errs.is_empty() {
                 return Err(invalid(def, &name, &errs));
@@ -212,6 +256,7 @@ pub async fn create_object(
     version: &str,
     mut obj: Value,
     dry_run: bool,
+    strict: bool,
 ) -> ApiResult<Value> {
     let ns = meta_str(&obj, "namespace").to_string();
     if def.namespaced {
@@ -280,7 +325,7 @@ pub async fn create_object(
     {
         o.remove("status");
     }
-    admit(st, def, version, &mut obj, None)?;
+    admit(st, def, version, &mut obj, None, strict)?;
     let storage = conversion::convert(def, obj.clone(), &def.api_version(def.storage_version())).await?;
     if dry_run {
         return Ok(obj);
@@ -306,6 +351,7 @@ fn prepare_update(
     sub: Option<&str>,
     old: &Value,
     new: Value,
+    strict: bool,
 ) -> ApiResult<Value> {
     let name = meta_str(old, "name").to_string();
     let mut new = if sub == Some("status") {
@@ -368,7 +414,7 @@ fn prepare_update(
             return Err(invalid(def, &name, &[e]));
         }
     }
-    admit(st, def, version, &mut new, Some(old))?;
+    admit(st, def, version, &mut new, Some(old), strict)?;
     if def.tracks_generation() {
         let changed = if def.custom {
             strip_for_generation(def, version, &new) != strip_for_generation(def, version, old)
@@ -401,7 +447,7 @@ where
         let stored_rv = rv_of(&stored);
         let old = to_version(st, def, stored, &rr.version).await?;
         let wanted = mutate(&old)?;
-        let new = prepare_update(st, def, &rr.version, rr.sub.as_deref(), &old, wanted)?;
+        let new = prepare_update(st, def, &rr.version, rr.sub.as_deref(), &old, wanted, rr.strict())?;
         let req_rv = meta_str(&new, "resourceVersion").to_string();
         let conditional = !req_rv.is_empty();
         if conditional && req_rv != stored_rv.to_string() {
@@ -572,7 +618,7 @@ pub async fn create(st: &State, rr: &ResourceReq, body: &[u8]) -> ApiResult<Resp
             m.remove("namespace");
         }
     }
-    let created = create_object(st, def, &rr.version, obj, rr.dry_run()).await?;
+    let created = create_object(st, def, &rr.version, obj, rr.dry_run(), rr.strict()).await?;
     Ok(json_response(201, &created))
 }
 

@@ -40,6 +40,11 @@ impl ResourceReq {
         matches!(self.q(k), Some("true" | "1"))
     }
 
+    /// Whether `fieldValidation=Strict` was requested (unknown fields are an error, not pruned).
+    pub fn strict(&self) -> bool {
+        self.q("fieldValidation") == Some("Strict")
+    }
+
     /// Whether `dryRun=All` was requested.
     pub fn dry_run(&self) -> bool {
         self.q("dryRun") == Some("All")
