@@ -36,7 +36,7 @@ async fn patch_meta(
     s: &Secret,
     owners: Vec<OwnerReference>,
     finalizers: Vec<String>,
-) -> Result<(), ClusterError> {
+) -> Result<Secret, ClusterError> {
     let patch = json!({"metadata": {
         "ownerReferences": owners,
         "finalizers": finalizers,
@@ -47,8 +47,7 @@ async fn patch_meta(
         .map_err(ClusterError::kube(format!(
             "patching credentials Secret {}",
             s.name_any()
-        )))?;
-    Ok(())
+        )))
 }
 
 /// The Proxmox client for a ProxmoxCluster: the global client, else the one of its Secret. A
@@ -64,7 +63,7 @@ pub async fn resolve_client(ctx: &Context, pc: &ProxmoxCluster) -> Result<Client
             });
     };
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(secret) = api.get_opt(&name).await.map_err(ClusterError::kube(format!(
+    let Some(mut secret) = api.get_opt(&name).await.map_err(ClusterError::kube(format!(
         "getting credentials Secret {ns}/{name}"
     )))?
     else {
@@ -84,7 +83,8 @@ pub async fn resolve_client(ctx: &Context, pc: &ProxmoxCluster) -> Result<Client
         if !finalized {
             finalizers.push(SECRET_FINALIZER.to_owned());
         }
-        patch_meta(&api, &secret, owners, finalizers).await?;
+        // Build the client from the patched Secret so its resourceVersion is the cached one.
+        secret = patch_meta(&api, &secret, owners, finalizers).await?;
     }
     match ctx.proxmox.global() {
         Some(g) => Ok(g.clone()),

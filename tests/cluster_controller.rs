@@ -1,0 +1,292 @@
+//! ProxmoxCluster controller against the test control plane and pve-sim over HTTPS: ready path,
+//! credentials, Proxmox reachability, pause, externally managed objects.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cluster_support;
+
+use capmox_api::capi::ipam::InClusterIPPool;
+use capmox_api::consts::{CLUSTER_FINALIZER, SECRET_FINALIZER};
+use capmox_api::v1alpha1;
+use cluster_support::{Harness, NS, cond, spec, wait_for};
+use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ready_path_with_secret_credentials() {
+    let h = Harness::start().await;
+    h.create_secret("creds").await;
+    let c = h.create_cluster("demo", false).await;
+    h.create_pc("demo", Some(&c), spec(Some("creds")), json!({}))
+        .await;
+
+    let pc = h.wait_available("demo", "True", "Provisioned").await;
+    let s = pc.status.as_ref().unwrap();
+    assert_eq!(s.initialization.as_ref().unwrap().provisioned, Some(true));
+    assert_eq!(cond(s, "Ready").unwrap().status, "True");
+    assert_eq!(cond(s, "Paused").unwrap().reason, "NotPaused");
+    assert_eq!(
+        cond(s, "Ready").unwrap().observed_generation,
+        pc.metadata.generation
+    );
+    assert!(pc.finalizers().iter().any(|f| f == CLUSTER_FINALIZER));
+    assert_eq!(s.in_cluster_ip_pool_ref.as_ref().unwrap()[0].name, "demo-v4-icip");
+
+    // v1alpha1 readers (CAPI v1beta1 contract) see status.ready through the conversion.
+    let v1: v1alpha1::ProxmoxCluster = capmox_api::conversion::from_hub(&pc).unwrap();
+    assert_eq!(v1.status.as_ref().and_then(|s| s.ready), Some(true));
+
+    // The Secret is adopted: non-controller ownerRef + finalizer.
+    let secret = h.secrets().get("creds").await.unwrap();
+    let owner = secret
+        .owner_references()
+        .iter()
+        .find(|r| r.kind == "ProxmoxCluster")
+        .expect("ownerRef to the ProxmoxCluster");
+    assert_eq!(owner.api_version, "infrastructure.cluster.x-k8s.io/v1alpha2");
+    assert_eq!(owner.name, "demo");
+    assert_ne!(owner.controller, Some(true));
+    assert!(secret.finalizers().iter().any(|f| f == SECRET_FINALIZER));
+
+    // Proxmox is probed on every reconcile (resync), through one cached client.
+    let before = h.sim.state().request_count("GET /version");
+    let reconciles = h.ctx.metrics.reconcile_count("proxmoxcluster");
+    wait_for(30, "two more probes", || async {
+        (h.sim.state().request_count("GET /version") >= before + 2).then_some(())
+    })
+    .await;
+    assert!(h.ctx.metrics.reconcile_count("proxmoxcluster") > reconciles);
+    assert_eq!(h.ctx.proxmox.clients_built(), 1, "one client per secret version");
+    assert_eq!(h.connected_gauge("demo"), Some(1));
+
+    // Status is written only on change: the ready timestamp does not move on resyncs.
+    let t0 = cond(s, "Ready").unwrap().last_transition_time.clone();
+    let rv0 = pc.resource_version();
+    let later = h.pcs().get("demo").await.unwrap();
+    assert_eq!(
+        cond(later.status.as_ref().unwrap(), "Ready")
+            .unwrap()
+            .last_transition_time,
+        t0
+    );
+    assert_eq!(
+        later.resource_version(),
+        rv0,
+        "resyncs do not rewrite an unchanged status"
+    );
+
+    // A "Ready" event was recorded.
+    let events: Api<Event> = Api::namespaced(h.client.clone(), NS);
+    wait_for(30, "Ready event", || async {
+        let list = events.list(&ListParams::default()).await.unwrap();
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("Ready")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("demo")
+            })
+            .then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn global_client_is_used_without_credentials_ref() {
+    let h = Harness::start_with(true).await;
+    let c = h.create_cluster("g", false).await;
+    h.create_pc("g", Some(&c), spec(None), json!({})).await;
+    h.wait_available("g", "True", "Provisioned").await;
+    assert_eq!(h.ctx.proxmox.clients_built(), 0);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_credentials_at_all() {
+    let h = Harness::start().await;
+    let c = h.create_cluster("nocreds", false).await;
+    h.create_pc("nocreds", Some(&c), spec(None), json!({})).await;
+    let pc = h.wait_available("nocreds", "False", "CredentialsNotFound").await;
+    let s = pc.status.unwrap();
+    assert_eq!(
+        cond(&s, "ProxmoxAvailable").unwrap().message,
+        "No credentials found, ProxmoxCluster missing credentialsRef"
+    );
+    assert_eq!(cond(&s, "Ready").unwrap().reason, "CredentialsNotFound");
+    assert_ne!(s.initialization.and_then(|i| i.provisioned), Some(true));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_secret_then_created() {
+    let h = Harness::start().await;
+    let c = h.create_cluster("late", false).await;
+    h.create_pc("late", Some(&c), spec(Some("late-creds")), json!({}))
+        .await;
+    let pc = h.wait_available("late", "False", "CredentialsNotFound").await;
+    assert!(
+        cond(pc.status.as_ref().unwrap(), "ProxmoxAvailable")
+            .unwrap()
+            .message
+            .contains("late-creds")
+    );
+
+    h.create_secret("late-creds").await;
+    h.wait_available("late", "True", "Provisioned").await;
+    let secret = h.secrets().get("late-creds").await.unwrap();
+    assert!(
+        secret
+            .owner_references()
+            .iter()
+            .any(|r| r.kind == "ProxmoxCluster" && r.name == "late")
+    );
+    assert!(secret.finalizers().iter().any(|f| f == SECRET_FINALIZER));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn proxmox_unreachable_and_recovery() {
+    let h = Harness::start().await;
+    h.create_secret("creds").await;
+    let c = h.create_cluster("flaky", false).await;
+    h.create_pc("flaky", Some(&c), spec(Some("creds")), json!({}))
+        .await;
+    h.wait_available("flaky", "True", "Provisioned").await;
+    assert_eq!(h.connected_gauge("flaky"), Some(1));
+
+    h.proxy.set_up(false);
+    let pc = h.wait_available("flaky", "False", "ProxmoxUnreachable").await;
+    let s = pc.status.as_ref().unwrap();
+    assert!(!cond(s, "ProxmoxAvailable").unwrap().message.is_empty());
+    assert_eq!(cond(s, "Ready").unwrap().status, "False");
+    assert_eq!(h.connected_gauge("flaky"), Some(0));
+
+    h.proxy.set_up(true);
+    h.wait_available("flaky", "True", "Provisioned").await;
+    assert_eq!(h.connected_gauge("flaky"), Some(1));
+    assert_eq!(
+        h.ctx.proxmox.clients_built(),
+        1,
+        "the cached client survives the outage"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn paused_cluster_only_gets_paused_condition() {
+    let h = Harness::start().await;
+    h.create_secret("creds").await;
+    let c = h.create_cluster("sleepy", true).await;
+    h.create_pc("sleepy", Some(&c), spec(Some("creds")), json!({}))
+        .await;
+    let pc = h
+        .wait_status("sleepy", "Paused=True", |s| {
+            cond(s, "Paused").is_some_and(|c| c.status == "True")
+        })
+        .await;
+    let s = pc.status.as_ref().unwrap();
+    assert_eq!(cond(s, "Paused").unwrap().reason, "Paused");
+    assert!(cond(s, "Paused").unwrap().message.contains("spec.paused"));
+    assert!(cond(s, "ProxmoxAvailable").is_none());
+    assert!(
+        pc.finalizers().is_empty(),
+        "nothing but the condition while paused"
+    );
+    let pools: Api<InClusterIPPool> = Api::namespaced(h.client.clone(), NS);
+    assert!(pools.list(&ListParams::default()).await.unwrap().items.is_empty());
+
+    // Unpausing the Cluster triggers a reconcile through the Cluster watch.
+    h.clusters()
+        .patch(
+            "sleepy",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": false}})),
+        )
+        .await
+        .unwrap();
+    let pc = h.wait_available("sleepy", "True", "Provisioned").await;
+    assert_eq!(
+        cond(pc.status.as_ref().unwrap(), "Paused").unwrap().reason,
+        "NotPaused"
+    );
+
+    // The paused annotation on the ProxmoxCluster pauses it as well.
+    h.pcs()
+        .patch(
+            "sleepy",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": ""}}})),
+        )
+        .await
+        .unwrap();
+    let pc = h
+        .wait_status("sleepy", "Paused=True by annotation", |s| {
+            cond(s, "Paused").is_some_and(|c| c.status == "True")
+        })
+        .await;
+    assert!(
+        cond(pc.status.as_ref().unwrap(), "Paused")
+            .unwrap()
+            .message
+            .contains("annotation")
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn externally_managed_is_left_alone() {
+    let h = Harness::start().await;
+    h.create_secret("creds").await;
+    let ext = h.create_cluster("ext", false).await;
+    h.create_pc(
+        "ext",
+        Some(&ext),
+        spec(Some("creds")),
+        json!({"cluster.x-k8s.io/managed-by": "kamaji"}),
+    )
+    .await;
+    // A normal cluster created afterwards becomes ready: the controller is working.
+    let c = h.create_cluster("normal", false).await;
+    h.create_pc("normal", Some(&c), spec(Some("creds")), json!({}))
+        .await;
+    h.wait_available("normal", "True", "Provisioned").await;
+    let pc = h.pcs().get("ext").await.unwrap();
+    assert!(
+        pc.status.is_none(),
+        "no status writes on externally managed objects"
+    );
+    assert!(pc.finalizers().is_empty());
+    let pools: Api<InClusterIPPool> = Api::namespaced(h.client.clone(), NS);
+    assert!(pools.get_opt("ext-v4-icip").await.unwrap().is_none());
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_owner_cluster_waits() {
+    let h = Harness::start().await;
+    h.create_secret("creds").await;
+    h.create_pc("orphan", None, spec(Some("creds")), json!({})).await;
+    let c = h.create_cluster("other", false).await;
+    h.create_pc("other", Some(&c), spec(Some("creds")), json!({}))
+        .await;
+    h.wait_available("other", "True", "Provisioned").await;
+    let pc = h.pcs().get("orphan").await.unwrap();
+    assert!(pc.status.is_none() && pc.finalizers().is_empty());
+
+    // Once the Cluster exists and owns it, it is reconciled.
+    let oc = h.create_cluster("orphan", false).await;
+    h.pcs()
+        .patch(
+            "orphan",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"ownerReferences": [{
+                "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster", "name": "orphan",
+                "uid": oc.metadata.uid.clone().unwrap(),
+            }]}})),
+        )
+        .await
+        .unwrap();
+    h.wait_available("orphan", "True", "Provisioned").await;
+    h.stop().await;
+}
