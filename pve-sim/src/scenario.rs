@@ -40,6 +40,9 @@ pub struct Scenario {
     /// Templates (and plain VMs) present at start (default none when omitted in a file).
     #[serde(default)]
     pub templates: Vec<VmSpec>,
+    /// Resource pools. When empty, any `pool` parameter is accepted; otherwise unknown pools give 403.
+    #[serde(default)]
+    pub pools: Vec<String>,
     /// Users with their passwords and API tokens (default `root@pam` and `capmox@pve!capi`).
     #[serde(default = "default_users")]
     pub users: Vec<UserSpec>,
@@ -426,6 +429,7 @@ impl Default for Scenario {
                     "local-lvm",
                 ),
             ],
+            pools: Vec::new(),
             users: vec![
                 UserSpec {
                     userid: "root@pam".to_string(),

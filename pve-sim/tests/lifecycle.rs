@@ -186,3 +186,37 @@ async fn shutdown_closes_the_server() {
         .await;
     assert!(r.is_err(), "server still answers after shutdown: {r:?}");
 }
+
+#[tokio::test]
+async fn pools_are_checked_when_the_scenario_defines_them() {
+    let mut config = pve_sim::SimConfig::default();
+    config.scenario.pools = vec!["capi".into()];
+    let sim = common::start(config).await;
+    let r = sim
+        .post(
+            "/nodes/pve1/qemu/100/clone",
+            json!({"newid": 930, "pool": "nope"}),
+        )
+        .await;
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.json["message"],
+        "Permission check failed (pool 'nope' does not exist)\n"
+    );
+    assert_eq!(
+        sim.post_task(
+            "/nodes/pve1/qemu/100/clone",
+            json!({"newid": 930, "pool": "capi"})
+        )
+        .await,
+        "OK"
+    );
+    let all = sim.get("/cluster/resources").await.json["data"].clone();
+    let items = all.as_array().unwrap();
+    assert!(items.iter().any(|e| e["id"] == "qemu/930" && e["pool"] == "capi"));
+    assert!(
+        items
+            .iter()
+            .any(|e| e["id"] == "/pool/capi" && e["type"] == "pool")
+    );
+}

@@ -101,6 +101,9 @@ fn vm_resource(c: &Cluster, vm: &crate::state::Vm) -> Value {
     if let Some(h) = c.ha.get(&vm.vmid) {
         obj.insert("hastate".into(), json!(h.state));
     }
+    if let Some(p) = &vm.pool {
+        obj.insert("pool".into(), json!(p));
+    }
     v
 }
 
@@ -132,6 +135,15 @@ pub fn resources(ctx: &Ctx, p: &Params) -> HandlerResult {
                     "uptime": 86_400,
                     "cgroup-mode": 2,
                 }));
+            }
+        }
+        if kind.is_none() {
+            let mut pools: Vec<String> = c.pools.iter().flatten().cloned().collect();
+            pools.extend(c.vms.values().filter_map(|v| v.pool.clone()));
+            pools.sort();
+            pools.dedup();
+            for p in pools {
+                out.push(json!({"id": format!("/pool/{p}"), "type": "pool", "pool": p}));
             }
         }
         if want("storage") {

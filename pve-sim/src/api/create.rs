@@ -84,6 +84,8 @@ pub fn create(ctx: &Ctx, p: &Params) -> HandlerResult {
                 existing.node
             )));
         }
+        let pool = p.str("pool");
+        c.check_pool(pool.as_deref())?;
         // Check values now so storage errors stay synchronous.
         let mut scratch = BTreeMap::new();
         let mut config = BTreeMap::new();
@@ -137,6 +139,7 @@ pub fn create(ctx: &Ctx, p: &Params) -> HandlerResult {
                     .vm_on_mut(&n, vmid)
                     .ok_or_else(|| format!("unable to create VM {vmid}"))?;
                 vm.config = config;
+                vm.pool = pool;
                 vm.created_at = tokio::time::Instant::now();
                 vm.touch();
                 if start {

@@ -194,6 +194,8 @@ pub fn clone(ctx: &Ctx, p: &Params) -> HandlerResult {
                 )));
             }
         }
+        let pool = p.str("pool");
+        c.check_pool(pool.as_deref())?;
         if !c.nodes.contains_key(&target) {
             return Err(ApiError::server(format!("no such cluster node '{target}'")));
         }
@@ -305,6 +307,7 @@ pub fn clone(ctx: &Ctx, p: &Params) -> HandlerResult {
                 Some(vm) => {
                     vm.config = cfg;
                     vm.linked_base = if full { None } else { Some(src.vmid) };
+                    vm.pool = pool;
                     vm.touch();
                     Ok(Vec::new())
                 }

@@ -171,6 +171,8 @@ pub struct Cluster {
     pub next_pid: u32,
     /// Clones currently running per (node, storage) for lock contention.
     pub active_local_clones: BTreeMap<(String, String), u32>,
+    /// Known pools (`None`: any pool name is accepted).
+    pub pools: Option<BTreeSet<String>>,
     /// While true, tasks do not complete (tests use this to observe in-flight state).
     pub tasks_held: bool,
     /// Wakes held tasks when they are released.
@@ -297,6 +299,11 @@ impl Cluster {
             seed,
             next_pid,
             active_local_clones: BTreeMap::new(),
+            pools: if scenario.pools.is_empty() {
+                None
+            } else {
+                Some(scenario.pools.iter().cloned().collect())
+            },
             tasks_held: false,
             task_release: Arc::new(tokio::sync::Notify::new()),
         })
@@ -354,6 +361,17 @@ impl Cluster {
         let (storage, _) = volid.split_once(':')?;
         let st = self.storage_on(node, storage)?;
         self.volumes_of(node, st)?.get(volid)
+    }
+
+    /// 403 for a pool that does not exist (only when the scenario defines pools).
+    pub fn check_pool(&self, pool: Option<&str>) -> Result<(), crate::error::ApiError> {
+        match (pool, &self.pools) {
+            (Some(p), Some(known)) if !known.contains(p) => Err(crate::error::ApiError::status(
+                403,
+                format!("Permission check failed (pool '{p}' does not exist)"),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Set of VMIDs in use.

@@ -78,6 +78,8 @@ pub struct Vm {
     pub generation: u64,
     /// Template this VM is a linked clone of (its disks use the template's base volumes).
     pub linked_base: Option<u32>,
+    /// Resource pool the VM belongs to.
+    pub pool: Option<String>,
 }
 
 impl Vm {
@@ -98,6 +100,7 @@ impl Vm {
             cloud_init: None,
             generation: 0,
             linked_base: None,
+            pool: None,
         }
     }
 
