@@ -1,2 +1,65 @@
 //! The capmox manager binary.
-fn main() {}
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use capmox::cli::Cli;
+use capmox::manager::{self, Manager};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    // One rustls provider for the whole process, before any TLS client exists.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cli = Cli::parse();
+    if let Err(e) = capmox::telemetry::init(cli.verbosity, cli.log_level.as_deref(), cli.log_format) {
+        eprintln!("capmox: {e}");
+        return ExitCode::from(2);
+    }
+    match run(cli).await {
+        Ok(()) => {
+            tracing::info!("manager stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "manager failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let options = manager::options_from_cli(&cli)?;
+    let client = kube::Client::try_default().await?;
+    let manager = Manager::new(client, options).await?;
+    manager.run(shutdown_signal()).await?;
+    Ok(())
+}
+
+/// Completes on SIGTERM or SIGINT (Ctrl-C).
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("SIGINT received, shutting down"),
+        () = term => tracing::info!("SIGTERM received, shutting down"),
+    }
+}

@@ -163,6 +163,16 @@ impl Metrics {
         }
     }
 
+    /// Creates the per-controller series at zero so the families show up before the first
+    /// reconcile (called by the manager for every controller it starts).
+    pub fn init_controller(&self, controller: &str) {
+        let labels = ControllerLabels {
+            controller: controller.to_owned(),
+        };
+        let _ = self.reconcile_total.get_or_create(&labels);
+        let _ = self.reconcile_duration.get_or_create(&labels);
+    }
+
     /// Counts a reconcile of `controller` and returns a guard that records its duration on drop.
     pub fn reconcile_started(&self, controller: &str) -> ReconcileTimer {
         let labels = ControllerLabels {

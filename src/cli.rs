@@ -1,0 +1,306 @@
+//! Command line of the `capmox` manager.
+//!
+//! Accepts capmox's flags and environment unchanged (the released Deployment passes
+//! `--leader-elect --feature-gates=ClusterTopology=false --diagnostics-address=:8443
+//! --insecure-diagnostics=false --v=0`). Go-style boolean flags work both bare (`--leader-elect`)
+//! and with a value (`--leader-elect=false`); durations use Go syntax (`15s`, `1m30s`, `200ms`);
+//! a flag given twice takes the last value, as with Go's `flag` package.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use clap::{ArgAction, Parser, ValueEnum};
+
+use crate::proxmox::Secret;
+
+/// The capmox-rs manager: runs the ProxmoxCluster (and later ProxmoxMachine) controllers.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "capmox", version, about, long_about = None, args_override_self = true)]
+pub struct Cli {
+    /// Enable leader election (Lease `controller-leader-elect-capmox`); only the leader reconciles.
+    #[arg(long, env = "CAPMOX_LEADER_ELECT", action = ArgAction::Set, num_args = 0..=1,
+          default_value_t = false, default_missing_value = "true")]
+    pub leader_elect: bool,
+
+    /// How long non-leaders wait after the last observed renewal before taking over.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+
+    /// How long the leader keeps retrying to renew before giving up leadership.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// Interval between leader election attempts and renewals.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
+
+    /// Namespace of the leader Lease (default: `POD_NAMESPACE`, the in-cluster service account
+    /// namespace, or `default`).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+
+    /// Address of the health probes (`/healthz`, `/readyz`); `0` disables them.
+    #[arg(long, env = "CAPMOX_HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081")]
+    pub health_probe_bind_address: String,
+
+    /// Address serving Prometheus metrics at `/metrics` (plain HTTP); `0` disables it.
+    #[arg(
+        long,
+        visible_alias = "metrics-bind-address",
+        env = "CAPMOX_DIAGNOSTICS_ADDRESS",
+        default_value = ":8443"
+    )]
+    pub diagnostics_address: String,
+
+    /// Accepted for capmox compatibility. capmox-rs always serves metrics over plain HTTP without
+    /// authentication; restrict access with a NetworkPolicy.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_value_t = false,
+          default_missing_value = "true")]
+    pub insecure_diagnostics: bool,
+
+    /// Skip TLS verification of the global Proxmox client (env `PROXMOX_INSECURE`, default true like capmox).
+    #[arg(long, env = "PROXMOX_INSECURE", action = ArgAction::Set, num_args = 0..=1,
+          default_value = "true", default_missing_value = "true", value_parser = parse_go_bool)]
+    pub proxmox_insecure: bool,
+
+    /// PEM file with CA certificates trusted by the global Proxmox client.
+    #[arg(long, env = "PROXMOX_ROOT_CERT_FILE")]
+    pub proxmox_root_cert_file: Option<std::path::PathBuf>,
+
+    /// URL of the global Proxmox API (e.g. `https://pve.example:8006`).
+    #[arg(long, env = "PROXMOX_URL", hide_env_values = true)]
+    pub proxmox_url: Option<String>,
+
+    /// API token id of the global Proxmox client (`user@realm!name`).
+    #[arg(long, env = "PROXMOX_TOKEN", hide_env_values = true)]
+    pub proxmox_token: Option<String>,
+
+    /// API token secret of the global Proxmox client (prefer the environment variable).
+    #[arg(long, env = "PROXMOX_SECRET", hide_env_values = true, hide = true,
+          value_parser = parse_secret)]
+    pub proxmox_secret: Option<Secret>,
+
+    /// User name (`user@realm`) for ticket authentication of the global Proxmox client.
+    #[arg(long, env = "PROXMOX_USERNAME", hide_env_values = true)]
+    pub proxmox_username: Option<String>,
+
+    /// Password for ticket authentication (prefer the environment variable).
+    #[arg(long, env = "PROXMOX_PASSWORD", hide_env_values = true, hide = true,
+          value_parser = parse_secret)]
+    pub proxmox_password: Option<Secret>,
+
+    /// klog verbosity: 0-1 info, 2-4 debug, 5+ trace.
+    #[arg(long = "v", short = 'v', default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=10))]
+    pub verbosity: u8,
+
+    /// Log filter overriding `--v` (tracing `EnvFilter` syntax, e.g. `debug,kube=info`; also `RUST_LOG`).
+    #[arg(long, env = "RUST_LOG")]
+    pub log_level: Option<String>,
+
+    /// Log output format.
+    #[arg(long, env = "CAPMOX_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Only watch objects in this namespace (default: all namespaces).
+    #[arg(long, env = "CAPMOX_WATCH_NAMESPACE")]
+    pub namespace: Option<String>,
+
+    /// Feature gates, `Name=bool,...` (accepted and logged; `ClusterTopology` is recorded).
+    #[arg(long, default_value = "", value_parser = parse_feature_gates)]
+    pub feature_gates: FeatureGates,
+
+    /// Accepted for compatibility; admission webhooks are not served yet.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_value_t = true,
+          default_missing_value = "true")]
+    pub enable_webhooks: bool,
+
+    /// Maximum number of objects of one kind reconciled concurrently.
+    #[arg(long, env = "CAPMOX_CONCURRENCY", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrency: u16,
+
+    /// How long to wait for the capmox CRDs to be served at startup.
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub crd_wait_timeout: Duration,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Parsed `--feature-gates`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FeatureGates(pub BTreeMap<String, bool>);
+
+impl FeatureGates {
+    /// Whether `name` is explicitly enabled.
+    pub fn enabled(&self, name: &str) -> bool {
+        self.0.get(name).copied().unwrap_or(false)
+    }
+}
+
+/// Parses `Name=true,Other=false`.
+pub fn parse_feature_gates(s: &str) -> Result<FeatureGates, String> {
+    let mut gates = BTreeMap::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, value) = part
+            .split_once('=')
+            .ok_or_else(|| format!("feature gate '{part}' is not of the form Name=true|false"))?;
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(format!("feature gate '{part}' has an empty name"));
+        }
+        gates.insert(name.to_owned(), parse_go_bool(value.trim())?);
+    }
+    Ok(FeatureGates(gates))
+}
+
+/// Parses a boolean the way Go's `strconv.ParseBool` does.
+pub fn parse_go_bool(s: &str) -> Result<bool, String> {
+    match s {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        other => Err(format!("'{other}' is not a boolean")),
+    }
+}
+
+fn parse_secret(s: &str) -> Result<Secret, String> {
+    Ok(Secret::new(s))
+}
+
+/// Parses a Go duration (`15s`, `1m30s`, `200ms`, `1h`, `1.5s`). A bare `0` is zero.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() {
+        return Err("empty duration".into());
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| format!("duration '{s}' lacks a unit (ns, us, ms, s, m, h)"))?;
+        let (num, tail) = rest.split_at(num_len);
+        let value: f64 = num
+            .parse()
+            .map_err(|_| format!("invalid number in duration '{s}'"))?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let factor = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            other => return Err(format!("unknown unit '{other}' in duration '{s}'")),
+        };
+        total += value * factor;
+        rest = tail;
+    }
+    Duration::try_from_secs_f64(total).map_err(|e| format!("duration '{s}': {e}"))
+}
+
+/// Parses a Go-style listen address: `:8081`, `0.0.0.0:8081`, `127.0.0.1:0`, `[::1]:8080`,
+/// `localhost:9000`. Returns `None` for `0` or an empty string (disabled).
+pub fn parse_bind_address(s: &str) -> Result<Option<SocketAddr>, String> {
+    let s = s.trim();
+    if s.is_empty() || s == "0" {
+        return Ok(None);
+    }
+    if let Some(port) = s.strip_prefix(':') {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("invalid port in address '{s}'"))?;
+        return Ok(Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port)));
+    }
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(Some(addr));
+    }
+    s.to_socket_addrs()
+        .map_err(|e| format!("invalid address '{s}': {e}"))?
+        .next()
+        .map(Some)
+        .ok_or_else(|| format!("address '{s}' resolves to nothing"))
+}
+
+impl Cli {
+    /// Whether the global Proxmox credentials are completely configured (URL plus token+secret or
+    /// username+password, all non-empty).
+    pub fn global_proxmox_configured(&self) -> bool {
+        let set = |v: &Option<String>| v.as_deref().is_some_and(|v| !v.is_empty());
+        let set_secret = |v: &Option<Secret>| v.as_ref().is_some_and(|v| !v.is_empty());
+        set(&self.proxmox_url)
+            && ((set(&self.proxmox_token) && set_secret(&self.proxmox_secret))
+                || (set(&self.proxmox_username) && set_secret(&self.proxmox_password)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("200ms"), Ok(Duration::from_millis(200)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("15").is_err());
+        assert!(parse_duration("15x").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn bind_addresses() {
+        assert_eq!(
+            parse_bind_address(":8081"),
+            Ok(Some("0.0.0.0:8081".parse().unwrap()))
+        );
+        assert_eq!(
+            parse_bind_address("127.0.0.1:0"),
+            Ok(Some("127.0.0.1:0".parse().unwrap()))
+        );
+        assert_eq!(
+            parse_bind_address("[::1]:9"),
+            Ok(Some("[::1]:9".parse().unwrap()))
+        );
+        assert_eq!(parse_bind_address("0"), Ok(None));
+        assert_eq!(parse_bind_address(""), Ok(None));
+        assert!(parse_bind_address(":x").is_err());
+    }
+
+    #[test]
+    fn feature_gates_and_bools() {
+        let g = parse_feature_gates("ClusterTopology=true, Other=false").unwrap();
+        assert!(g.enabled("ClusterTopology"));
+        assert!(!g.enabled("Other"));
+        assert!(!g.enabled("Missing"));
+        assert_eq!(parse_feature_gates(""), Ok(FeatureGates::default()));
+        assert!(parse_feature_gates("ClusterTopology").is_err());
+        assert!(parse_feature_gates("=true").is_err());
+        assert!(parse_feature_gates("A=maybe").is_err());
+        assert_eq!(parse_go_bool("T"), Ok(true));
+        assert_eq!(parse_go_bool("0"), Ok(false));
+    }
+}
