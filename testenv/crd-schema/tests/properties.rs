@@ -1,6 +1,9 @@
 //! Properties of pruning, defaulting and validation over arbitrary JSON: pruning and defaulting
 //! are idempotent, pruning leaves only known fields, and validation never panics.
 
+// Fixture helpers outside #[test] functions: a broken fixture should panic.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use crd_schema::Schema;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
