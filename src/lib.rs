@@ -2,6 +2,7 @@
 
 pub mod cluster;
 pub mod conditions;
+pub mod bootstrap;
 pub mod context;
 pub mod credentials;
 pub mod controllers;
