@@ -105,6 +105,12 @@ pub(crate) fn validate(root: &Node, obj: &Value, old: Option<&Value>) -> Vec<Fie
     } else {
         celwalk::validate(root, obj, old, "", &mut errs);
     }
+    // A nil field.Path prints as "<nil>" (e.g. a rule on the root object).
+    for e in &mut errs {
+        if e.field.is_empty() {
+            e.field = "<nil>".to_string();
+        }
+    }
     errs
 }
 

@@ -349,3 +349,19 @@ fn ratcheting_keeps_unchanged_invalid_values() {
     assert!(s.validate(&new, Some(&old)).is_empty());
     assert_eq!(s.validate(&json!({"spec": {"r": 10}}), Some(&old)).len(), 1);
 }
+
+#[test]
+fn root_rules_report_a_nil_path() {
+    let s = Schema::from_openapi(&json!({
+        "type": "object",
+        "properties": {"spec": {"type": "object", "properties": {"a": {"type": "integer"}}}},
+        "x-kubernetes-validations": [{"rule": "has(self.spec)", "message": "spec is required"}]
+    }))
+    .unwrap();
+    let errs: Vec<String> = s
+        .validate(&json!({"kind": "K"}), None)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(errs, ["<nil>: Invalid value: \"object\": spec is required"]);
+}
