@@ -217,3 +217,36 @@ async fn strict_field_validation_rejects_unknown_fields() {
         .unwrap();
     assert!(created["spec"].get("bogus").is_none());
 }
+
+#[tokio::test]
+async fn partial_object_metadata_get_list_watch() {
+    use kube::core::PartialObjectMeta;
+    let env = env().await;
+    let c = env.client();
+    let ns = namespace(&c).await;
+    let api: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
+    api.create(&PostParams::default(), &cm("m", json!({"x": "1"})))
+        .await
+        .unwrap();
+    let m = api.get_metadata("m").await.unwrap();
+    assert_eq!(m.metadata.labels.unwrap()["x"], "1");
+    assert_eq!(m.types.unwrap().kind, "PartialObjectMetadata");
+    let l = api.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(l.items.len(), 1);
+    let meta_api: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(c.clone(), &ns);
+    let mut names = BTreeSet::new();
+    let mut stream = watcher(meta_api, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    api.create(&PostParams::default(), &cm("n", json!({})))
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while names.len() < 2 {
+            names.insert(stream.try_next().await.unwrap().unwrap().metadata.name.unwrap());
+        }
+    })
+    .await
+    .expect("metadata watcher saw both objects");
+}

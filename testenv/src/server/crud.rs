@@ -486,6 +486,12 @@ where
     Err(ApiError::conflict(&def.plural, &def.group, &name))
 }
 
+/// The `PartialObjectMetadata` form of an object.
+pub fn partial_metadata(obj: &Value) -> Value {
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+           "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
+}
+
 /// GET of one object.
 pub async fn get(st: &State, rr: &ResourceReq) -> ApiResult<Response<Body>> {
     let (ns, name) = key_of(rr);
@@ -501,6 +507,9 @@ pub async fn get(st: &State, rr: &ResourceReq) -> ApiResult<Response<Body>> {
             200,
             &table::table(def, &rr.version, &[obj], &rv, None),
         ));
+    }
+    if rr.wants_meta {
+        return Ok(json_response(200, &partial_metadata(&obj)));
     }
     Ok(json_response(200, &obj))
 }
@@ -567,6 +576,13 @@ pub async fn list(st: &State, rr: &ResourceReq) -> ApiResult<Response<Body>> {
     if rr.wants_table && def.custom {
         let t = table::table(def, &rr.version, &out, &rv.to_string(), meta.get("continue"));
         return Ok(json_response(200, &t));
+    }
+    if rr.wants_meta {
+        let items: Vec<Value> = out.iter().map(partial_metadata).collect();
+        return Ok(json_response(
+            200,
+            &json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList", "metadata": meta, "items": items}),
+        ));
     }
     Ok(json_response(
         200,

@@ -27,6 +27,8 @@ pub struct ResourceReq {
     pub query: HashMap<String, String>,
     /// Whether the client asked for a `meta.k8s.io` Table (`kubectl get`).
     pub wants_table: bool,
+    /// Whether the client asked for `PartialObjectMetadata` (kube's `*_metadata` calls).
+    pub wants_meta: bool,
 }
 
 impl ResourceReq {
@@ -130,6 +132,12 @@ async fn route(st: Arc<State>, req: Request<hyper::body::Incoming>) -> ApiResult
             return Err(ApiError::no_route());
         }
     }
+    let accept = req
+        .headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default()
+        .replace(' ', "");
     let rr = ResourceReq {
         def,
         version: version.to_string(),
@@ -137,11 +145,8 @@ async fn route(st: Arc<State>, req: Request<hyper::body::Incoming>) -> ApiResult
         name: name.map(str::to_string),
         sub: sub.map(str::to_string),
         query,
-        wants_table: req
-            .headers()
-            .get(hyper::header::ACCEPT)
-            .and_then(|h| h.to_str().ok())
-            .is_some_and(|a| a.contains("as=Table")),
+        wants_table: accept.contains("as=Table"),
+        wants_meta: accept.starts_with("application/json;as=PartialObjectMetadata"),
     };
     let method = req.method().clone();
     let ctype = req

@@ -15,7 +15,7 @@ use hyper::body::Frame;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-use super::crud::to_version;
+use super::crud::{partial_metadata, to_version};
 use super::routes::ResourceReq;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult};
@@ -121,6 +121,11 @@ pub async fn watch(st: Arc<State>, rr: ResourceReq) -> ApiResult<Response<Body>>
             let Ok(obj) = to_version(&st, &rr.def, ev.obj.clone(), &rr.version).await else {
                 return;
             };
+            let obj = if rr.wants_meta {
+                partial_metadata(&obj)
+            } else {
+                obj
+            };
             if tx.send(line(ty.as_str(), &obj)).await.is_err() {
                 return;
             }
@@ -158,6 +163,7 @@ pub async fn watch(st: Arc<State>, rr: ResourceReq) -> ApiResult<Response<Body>>
                         }
                         let Some(ty) = filter.project(&ev) else { continue };
                         let Ok(obj) = to_version(&st, &rr.def, ev.obj.clone(), &rr.version).await else { break };
+                        let obj = if rr.wants_meta { partial_metadata(&obj) } else { obj };
                         if tx.send(line(ty.as_str(), &obj)).await.is_err() {
                             break;
                         }
