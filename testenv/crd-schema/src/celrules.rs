@@ -33,6 +33,8 @@ pub struct Rule {
     pub reason: Option<String>,
     /// Whether the rule references `oldSelf` (a transition rule).
     pub is_transition: bool,
+    /// `optionalOldSelf`: `oldSelf` is an optional, and the rule also runs without an old value.
+    pub optional_old_self: bool,
     /// Where the rule sits in the schema (for reports).
     pub schema_path: String,
     program: Option<cel::Program>,
@@ -75,6 +77,7 @@ impl Rule {
         let message_expression = get_str("messageExpression")?;
         let field_path = get_str("fieldPath")?;
         let reason = get_str("reason")?;
+        let optional_old_self = matches!(obj.get("optionalOldSelf"), Some(Value::Bool(true)));
         let mut unsupported = None;
         let mut is_transition = false;
         let program = match compile(&rule) {
@@ -94,6 +97,7 @@ impl Rule {
             field_path,
             reason,
             is_transition,
+            optional_old_self,
             schema_path: schema_path.to_string(),
             program,
             message_program,
@@ -143,7 +147,10 @@ impl Rule {
         };
         let mut ctx = cel::Context::with_env(env);
         ctx.add_variable_from_value("self", this.clone());
-        if let Some(o) = old {
+        if self.optional_old_self {
+            let inner: Option<Box<dyn cel::common::value::Val>> = old.and_then(|o| o.clone().try_into().ok());
+            ctx.add_variable_as_val("oldSelf", Box::new(cel::common::types::CelOptional::from(inner)));
+        } else if let Some(o) = old {
             ctx.add_variable_from_value("oldSelf", o.clone());
         }
         match program.execute(&ctx) {
@@ -511,6 +518,24 @@ mod tests {
             r.evaluate(&a, Some(&b)),
             Outcome::Fail("Value is immutable".to_string())
         );
+    }
+
+    #[test]
+    fn optional_old_self() {
+        let mut rules = Vec::new();
+        let n = node::parse(&json!({"type": "integer"}), "s", &mut rules).unwrap();
+        let r = Rule::parse(
+            &json!({"rule": "oldSelf.hasValue() ? self >= oldSelf.value() : self < 10", "optionalOldSelf": true}),
+            "s",
+        )
+        .unwrap();
+        assert!(r.is_transition && r.optional_old_self);
+        let v = |i: i64| to_cel(&json!(i), Some(&n));
+        assert_eq!(r.evaluate(&v(5), None), Outcome::Pass);
+        assert!(matches!(r.evaluate(&v(50), None), Outcome::Fail(_)));
+        assert_eq!(r.evaluate(&v(50), Some(&v(40))), Outcome::Pass);
+        assert!(matches!(r.evaluate(&v(30), Some(&v(40))), Outcome::Fail(_)));
+        assert!(r.unsupported_reason().is_none(), "{:?}", r.unsupported_reason());
     }
 
     #[test]

@@ -60,10 +60,9 @@ fn evaluate_rules(s: &Node, v: &Value, old: Option<&Value>, path: &str, errs: &m
     let old_cel = old.map(|o| to_cel(o, Some(s)));
     let type_value = Value::String(s.ty.clone().unwrap_or_default());
     for rule in &s.rules {
-        if rule.is_transition && old_cel.is_none() {
-            // Transition rules only run on update, where an old value correlates. With
-            // `optionalOldSelf` the apiserver would bind `oldSelf` to an empty optional; this
-            // engine skips those rules on create as well.
+        if rule.is_transition && old_cel.is_none() && !rule.optional_old_self {
+            // Transition rules only run where an old value correlates, unless `optionalOldSelf`
+            // makes `oldSelf` an optional that may be empty.
             continue;
         }
         match rule.evaluate(&this, old_cel.as_ref()) {
