@@ -61,7 +61,7 @@ pub struct Cli {
 
     /// Skip TLS verification of the global Proxmox client (env `PROXMOX_INSECURE`, default true like capmox).
     #[arg(long, env = "PROXMOX_INSECURE", action = ArgAction::Set, num_args = 0..=1,
-          default_value = "true", default_missing_value = "true", value_parser = parse_go_bool)]
+          default_value = "true", default_missing_value = "true", value_parser = parse_lenient_bool)]
     pub proxmox_insecure: bool,
 
     /// PEM file with CA certificates trusted by the global Proxmox client.
@@ -167,6 +167,16 @@ pub fn parse_go_bool(s: &str) -> Result<bool, String> {
         "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
         "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
         other => Err(format!("'{other}' is not a boolean")),
+    }
+}
+
+/// Parses a boolean leniently: Go's forms plus `yes`/`no`, `y`/`n`, `on`/`off` in any case
+/// (used for `PROXMOX_INSECURE`, which users write in many ways).
+pub fn parse_lenient_bool(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "t" | "true" | "yes" | "y" | "on" => Ok(true),
+        "0" | "f" | "false" | "no" | "n" | "off" => Ok(false),
+        _ => Err(format!("'{s}' is not a boolean")),
     }
 }
 
@@ -302,5 +312,9 @@ mod tests {
         assert!(parse_feature_gates("A=maybe").is_err());
         assert_eq!(parse_go_bool("T"), Ok(true));
         assert_eq!(parse_go_bool("0"), Ok(false));
+        assert!(parse_go_bool("yes").is_err());
+        assert_eq!(parse_lenient_bool("Yes"), Ok(true));
+        assert_eq!(parse_lenient_bool(" off "), Ok(false));
+        assert!(parse_lenient_bool("maybe").is_err());
     }
 }

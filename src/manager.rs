@@ -32,6 +32,11 @@ use crate::proxmox;
 
 /// How often the global Proxmox client is probed.
 const PROXMOX_PROBE_INTERVAL: Duration = Duration::from_secs(60);
+/// How long controllers get to finish in-flight reconciles on shutdown (capmox's Deployment
+/// has `terminationGracePeriodSeconds: 10`; the Lease release follows).
+const GRACEFUL_STOP_TIMEOUT: Duration = Duration::from_secs(7);
+/// How long controllers get after an error (lost leadership, a controller ended).
+const FAILED_STOP_TIMEOUT: Duration = Duration::from_secs(2);
 /// Interval between CRD availability checks.
 const CRD_POLL_INTERVAL: Duration = Duration::from_secs(2);
 
@@ -447,7 +452,14 @@ impl Manager {
 
             let outcome = supervise(&mut tasks, &mut elector_task, &shutdown_requested).await;
             controllers_stop.fire();
-            while tasks.join_next().await.is_some() {}
+            // In-flight reconciles may finish, within the pod's grace period; after lost
+            // leadership another replica may already lead, so stop much faster.
+            let grace = if outcome.is_ok() {
+                GRACEFUL_STOP_TIMEOUT
+            } else {
+                FAILED_STOP_TIMEOUT
+            };
+            stop_controllers(&mut tasks, grace).await;
             metrics.set_leader(false);
             health.set_leader(false);
             tracing::info!("controllers stopped");
@@ -530,6 +542,20 @@ async fn supervise(
                 )))),
             }
         }
+    }
+}
+
+/// Waits up to `grace` for the controller tasks, then aborts the rest.
+async fn stop_controllers(tasks: &mut JoinSet<&'static str>, grace: Duration) {
+    let drained = tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
+    if drained.is_err() {
+        tracing::warn!(
+            ?grace,
+            remaining = tasks.len(),
+            "controllers did not stop in time, aborting them"
+        );
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
     }
 }
 
@@ -616,4 +642,77 @@ pub async fn wait_for_crds(client: &kube::Client, timeout: Duration) -> Result<(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_elector() -> Option<tokio::task::JoinHandle<Result<(), LeaderError>>> {
+        None
+    }
+
+    #[tokio::test]
+    async fn shutdown_ends_supervision_cleanly() {
+        let mut tasks = JoinSet::new();
+        tasks.spawn(async {
+            std::future::pending::<()>().await;
+            "forever"
+        });
+        let stop = Signal::new();
+        stop.fire();
+        assert!(supervise(&mut tasks, &mut no_elector(), &stop).await.is_ok());
+        stop_controllers(&mut tasks, Duration::from_millis(10)).await;
+        assert!(
+            tasks.is_empty(),
+            "a stuck controller is aborted after the grace period"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_controller_ending_is_an_error() {
+        let mut tasks = JoinSet::new();
+        tasks.spawn(async { "proxmoxcluster" });
+        let r = supervise(&mut tasks, &mut no_elector(), &Signal::new()).await;
+        assert!(
+            matches!(&r, Err(ManagerError::ControllerStopped(n)) if n == "proxmoxcluster"),
+            "{r:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn lost_leadership_is_an_error_and_the_handle_is_consumed() {
+        let mut tasks = JoinSet::new();
+        tasks.spawn(async {
+            std::future::pending::<()>().await;
+            "forever"
+        });
+        let mut elector = Some(tokio::spawn(async {
+            Err(LeaderError::Lost {
+                namespace: "ns".into(),
+                name: "lease".into(),
+            })
+        }));
+        let r = supervise(&mut tasks, &mut elector, &Signal::new()).await;
+        assert!(
+            matches!(r, Err(ManagerError::Leader(LeaderError::Lost { .. }))),
+            "{r:?}"
+        );
+        assert!(elector.is_none());
+        tasks.abort_all();
+    }
+
+    #[tokio::test]
+    async fn without_controllers_only_shutdown_ends_supervision() {
+        let mut tasks: JoinSet<&'static str> = JoinSet::new();
+        let stop = Signal::new();
+        let waiter = stop.clone();
+        let handle = tokio::spawn(async move {
+            let mut tasks2: JoinSet<&'static str> = JoinSet::new();
+            supervise(&mut tasks2, &mut no_elector(), &waiter).await
+        });
+        stop.fire();
+        assert!(handle.await.unwrap().is_ok());
+        assert!(tasks.join_next().await.is_none());
+    }
 }

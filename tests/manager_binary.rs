@@ -150,3 +150,44 @@ async fn binary_runs_with_capmox_deployment_args_and_stops_on_sigterm() {
     assert_eq!(spec.lease_duration_seconds, Some(1));
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn binary_exits_non_zero_with_json_logs_when_crds_are_missing() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let env = testenv::TestEnv::start().await.unwrap();
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_capmox"))
+            .args([
+                "--log-format=json",
+                "--crd-wait-timeout=1s",
+                "--health-probe-bind-address=0",
+                "--diagnostics-address=0",
+            ])
+            .env("KUBECONFIG", env.kubeconfig_path())
+            .env_remove("RUST_LOG")
+            .env_remove("PROXMOX_URL")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output(),
+    )
+    .await
+    .expect("capmox did not give up waiting for CRDs")
+    .unwrap();
+    let logs = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(1), "{logs}");
+    let lines: Vec<serde_json::Value> = logs
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let failure = lines
+        .iter()
+        .find(|l| l["level"] == "ERROR" && l["message"] == "manager failed")
+        .unwrap_or_else(|| panic!("no error line in {logs}"));
+    let error = failure["error"].as_str().unwrap();
+    assert!(
+        error.contains("proxmoxclusters.infrastructure.cluster.x-k8s.io") && error.contains("not served"),
+        "{error}"
+    );
+}
