@@ -380,6 +380,21 @@ fn cloud_config_user_data_is_passed_through() {
 }
 
 #[test]
+fn bootstrap_data_from_secret() {
+    assert_eq!(
+        capmox::bootstrap::BootstrapData::from_secret(None, Some(b"cloud-config")),
+        Err(BootstrapError::MissingBootstrapValue)
+    );
+    assert_eq!(
+        BootstrapError::MissingBootstrapValue.to_string(),
+        "error retrieving bootstrap data: secret `value` key is missing"
+    );
+    let data = capmox::bootstrap::BootstrapData::from_secret(Some(b"machine: {}"), None).unwrap();
+    assert_eq!(data.format, BootstrapFormat::CloudConfig);
+    assert!(!format!("{data:?}").contains("machine"));
+}
+
+#[test]
 fn format_from_secret() {
     assert_eq!(
         BootstrapFormat::from_secret(None),

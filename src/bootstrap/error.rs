@@ -75,6 +75,15 @@ pub enum BootstrapError {
         value: String,
     },
 
+    /// A pool annotation does not hold an integer.
+    #[error("error converting metric annotation {key}={value:?}")]
+    InvalidAnnotation {
+        /// Annotation key.
+        key: String,
+        /// Its value.
+        value: String,
+    },
+
     /// A VRF names an interface that is not one of the machine's devices.
     #[error("unable to find vrf interface={vrf} child interface {child}")]
     UnknownVrfInterface {
@@ -83,6 +92,10 @@ pub enum BootstrapError {
         /// The interface that was not found.
         child: String,
     },
+
+    /// The bootstrap secret has no `value` key.
+    #[error("error retrieving bootstrap data: secret `value` key is missing")]
+    MissingBootstrapValue,
 
     /// The bootstrap secret's `format` is neither `cloud-config` nor `ignition`.
     #[error("unsupported bootstrap data format {0:?} (expected cloud-config or ignition)")]

@@ -205,3 +205,136 @@ fn rules(specs: &[RoutingPolicySpec], device: &str) -> Result<Vec<FibRule>, Boot
         })
         .collect()
 }
+
+/// Pool annotation holding the default-route metric.
+pub const GATEWAY_METRIC_ANNOTATION: &str = "ipam.capmox.cluster.x-k8s.io/gateway-metric";
+/// Legacy pool annotation holding the default-route metric (still read; the new one wins).
+pub const LEGACY_METRIC_ANNOTATION: &str = "metric";
+/// Claim/IPAddress annotation marking an address from a default pool.
+pub const DEFAULT_GATEWAY_ANNOTATION: &str = "ipam.capmox.cluster.x-k8s.io/default-gateway";
+
+/// The default-route metric from a pool's annotations, as capmox reads it: legacy `metric`, overridden by
+/// `ipam.capmox.cluster.x-k8s.io/gateway-metric`; empty values are ignored; Go integer syntax
+/// (`0x`/`0o`/`0b` prefixes, leading-zero octal).
+pub fn gateway_metric_from_annotations(
+    annotations: &BTreeMap<String, String>,
+) -> Result<Option<i32>, BootstrapError> {
+    let mut metric = None;
+    for key in [LEGACY_METRIC_ANNOTATION, GATEWAY_METRIC_ANNOTATION] {
+        if let Some(v) = annotations.get(key).filter(|v| !v.is_empty()) {
+            metric = Some(parse_go_int(v).ok_or_else(|| BootstrapError::InvalidAnnotation {
+                key: key.to_owned(),
+                value: v.clone(),
+            })?);
+        }
+    }
+    Ok(metric)
+}
+
+/// Whether a `default-gateway` annotation value is true in Go's `strconv.ParseBool` sense.
+pub fn is_default_gateway(annotation: Option<&str>) -> bool {
+    matches!(annotation, Some("1" | "t" | "T" | "true" | "TRUE" | "True"))
+}
+
+fn parse_go_int(s: &str) -> Option<i32> {
+    let (neg, body) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let lower = body.to_ascii_lowercase();
+    let (radix, digits) = if let Some(d) = lower.strip_prefix("0x") {
+        (16, d)
+    } else if let Some(d) = lower.strip_prefix("0o") {
+        (8, d)
+    } else if let Some(d) = lower.strip_prefix("0b") {
+        (2, d)
+    } else if lower.len() > 1 && lower.starts_with('0') {
+        (8, &lower[1..])
+    } else {
+        (10, lower.as_str())
+    };
+    let digits = digits.replace('_', "");
+    let v = i64::from_str_radix(&digits, radix).ok()?;
+    i32::try_from(if neg { -v } else { v }).ok()
+}
+
+/// The MAC address of a Proxmox `netN` config value (`virtio=BC:24:11:5B:22:C2,bridge=vmbr0,...`), as capmox
+/// reads it: the value of the first `model=MAC` pair that is followed by `,bridge`.
+pub fn mac_from_net_config(net: &str) -> Option<String> {
+    let (head, _) = net.split_once(",bridge")?;
+    let (_, mac) = head.rsplit_once('=')?;
+    (!mac.is_empty() && !mac.contains(',')).then(|| mac.to_owned())
+}
+
+/// The instance id capmox derives from a VM's `smbios1` config (`uuid=...,manufacturer=...`): the `uuid`
+/// value in canonical lower-case form, or `None` when absent or not a UUID.
+pub fn instance_id_from_smbios1(smbios1: &str) -> Option<String> {
+    let raw = smbios1.split(',').find_map(|kv| kv.strip_prefix("uuid="))?;
+    let hex: String = match raw.len() {
+        36 => {
+            let dashes_ok = raw
+                .char_indices()
+                .all(|(i, c)| matches!(i, 8 | 13 | 18 | 23) == (c == '-'));
+            if !dashes_ok {
+                return None;
+            }
+            raw.chars().filter(|c| *c != '-').collect()
+        }
+        32 => raw.to_owned(),
+        _ => return None,
+    };
+    if !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    let h = hex.to_ascii_lowercase();
+    Some(format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_annotations() {
+        let mut a = BTreeMap::new();
+        assert_eq!(gateway_metric_from_annotations(&a), Ok(None));
+        a.insert(LEGACY_METRIC_ANNOTATION.to_owned(), "0x10".to_owned());
+        assert_eq!(gateway_metric_from_annotations(&a), Ok(Some(16)));
+        a.insert(GATEWAY_METRIC_ANNOTATION.to_owned(), "200".to_owned());
+        assert_eq!(gateway_metric_from_annotations(&a), Ok(Some(200)));
+        a.insert(GATEWAY_METRIC_ANNOTATION.to_owned(), "x".to_owned());
+        assert!(gateway_metric_from_annotations(&a).is_err());
+        assert!(is_default_gateway(Some("true")) && !is_default_gateway(Some("yes")));
+    }
+
+    #[test]
+    fn mac_from_proxmox_net() {
+        assert_eq!(
+            mac_from_net_config("virtio=BC:24:11:5B:22:C2,bridge=vmbr0,firewall=1").as_deref(),
+            Some("BC:24:11:5B:22:C2")
+        );
+        assert_eq!(mac_from_net_config("virtio,bridge=vmbr0"), None);
+    }
+
+    #[test]
+    fn uuid_from_smbios1() {
+        assert_eq!(
+            instance_id_from_smbios1("manufacturer=x,uuid=1F3B4C5D-6E7F-4A8B-9C0D-1E2F3A4B5C6D").as_deref(),
+            Some("1f3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d")
+        );
+        assert_eq!(
+            instance_id_from_smbios1("uuid=1f3b4c5d6e7f4a8b9c0d1e2f3a4b5c6d").as_deref(),
+            Some("1f3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d")
+        );
+        assert_eq!(instance_id_from_smbios1("uuid=nope"), None);
+        assert_eq!(instance_id_from_smbios1("base64=1"), None);
+    }
+}

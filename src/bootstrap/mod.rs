@@ -20,7 +20,11 @@ mod networkd;
 mod validate;
 
 pub use error::BootstrapError;
-pub use from_api::{ResolvedAddress, ResolvedDevice, network_from_api};
+pub use from_api::{
+    DEFAULT_GATEWAY_ANNOTATION, GATEWAY_METRIC_ANNOTATION, LEGACY_METRIC_ANNOTATION, ResolvedAddress,
+    ResolvedDevice, gateway_metric_from_annotations, instance_id_from_smbios1, is_default_gateway,
+    mac_from_net_config, network_from_api,
+};
 pub use ignition::{enrich_ignition, path_escape, proxmox_env_plain};
 pub use iso::{
     CLOUD_INIT_ISO_DEVICE, CLOUD_INIT_TAG, ISO_BLOCK_SIZE, NOCLOUD_VOLUME_ID, NoCloudFiles,

@@ -53,6 +53,17 @@ pub struct BootstrapData {
     pub format: BootstrapFormat,
 }
 
+impl BootstrapData {
+    /// Reads a bootstrap secret's `value` and optional `format` keys.
+    pub fn from_secret(value: Option<&[u8]>, format: Option<&[u8]>) -> Result<Self, BootstrapError> {
+        let value = value.ok_or(BootstrapError::MissingBootstrapValue)?;
+        Ok(Self {
+            value: value.to_vec(),
+            format: BootstrapFormat::from_secret(format)?,
+        })
+    }
+}
+
 impl fmt::Debug for BootstrapData {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BootstrapData")
