@@ -2,3 +2,5 @@
 //! point and write status back.
 
 pub mod cluster;
+
+pub mod rbac;

@@ -1,0 +1,186 @@
+//! The Kubernetes permissions the manager needs, declared next to the controllers that use them.
+//! `config/rbac/role.yaml` and `config/rbac/leader_election_role.yaml` are rendered from these
+//! lists (a test keeps the files in sync).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
+use kube::api::ObjectMeta;
+
+/// One permission: verbs on a resource of an API group (`""` is the core group).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule {
+    /// API group.
+    pub group: &'static str,
+    /// Resource (plural, optionally `/subresource`).
+    pub resource: &'static str,
+    /// Verbs.
+    pub verbs: &'static [&'static str],
+}
+
+const fn rule(group: &'static str, resource: &'static str, verbs: &'static [&'static str]) -> Rule {
+    Rule {
+        group,
+        resource,
+        verbs,
+    }
+}
+
+const READ: &[&str] = &["get", "list", "watch"];
+const READ_PATCH: &[&str] = &["get", "list", "patch", "watch"];
+const ALL: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+
+/// What the ProxmoxCluster controller does: reads and patches ProxmoxClusters (finalizer, status),
+/// reads owner Clusters (any version) and the cluster's ProxmoxMachines, adopts and releases
+/// credentials Secrets, applies InClusterIPPools and records events.
+pub const CLUSTER_CONTROLLER: &[Rule] = &[
+    rule("infrastructure.cluster.x-k8s.io", "proxmoxclusters", READ_PATCH),
+    rule(
+        "infrastructure.cluster.x-k8s.io",
+        "proxmoxclusters/status",
+        &["get", "patch"],
+    ),
+    rule(
+        "infrastructure.cluster.x-k8s.io",
+        "proxmoxclusters/finalizers",
+        &["update"],
+    ),
+    rule("infrastructure.cluster.x-k8s.io", "proxmoxmachines", READ),
+    rule("cluster.x-k8s.io", "clusters", READ),
+    rule("", "secrets", READ_PATCH),
+    rule(
+        "ipam.cluster.x-k8s.io",
+        "inclusterippools",
+        &["create", "get", "list", "patch", "watch"],
+    ),
+    rule("events.k8s.io", "events", &["create", "patch"]),
+];
+
+/// capmox's manager role beyond the ProxmoxCluster controller (the ProxmoxMachine controller:
+/// machines, IPAM claims and addresses, CAPI Machines), kept so the role stays a drop-in.
+pub const MACHINE_CONTROLLER: &[Rule] = &[
+    rule(
+        "",
+        "events",
+        &["create", "get", "list", "patch", "update", "watch"],
+    ),
+    rule("cluster.x-k8s.io", "clusters/status", READ_PATCH),
+    rule("cluster.x-k8s.io", "clusters", READ_PATCH),
+    rule("cluster.x-k8s.io", "machines", READ_PATCH),
+    rule("cluster.x-k8s.io", "machines/status", READ_PATCH),
+    rule("infrastructure.cluster.x-k8s.io", "proxmoxclusters", ALL),
+    rule("infrastructure.cluster.x-k8s.io", "proxmoxmachines", ALL),
+    rule(
+        "infrastructure.cluster.x-k8s.io",
+        "proxmoxmachines/finalizers",
+        &["update"],
+    ),
+    rule(
+        "infrastructure.cluster.x-k8s.io",
+        "proxmoxclusters/status",
+        &["get", "patch", "update"],
+    ),
+    rule(
+        "infrastructure.cluster.x-k8s.io",
+        "proxmoxmachines/status",
+        &["get", "patch", "update"],
+    ),
+    rule("ipam.cluster.x-k8s.io", "globalinclusterippools", ALL),
+    rule("ipam.cluster.x-k8s.io", "inclusterippools", ALL),
+    rule(
+        "ipam.cluster.x-k8s.io",
+        "ipaddressclaims",
+        &["create", "delete", "get", "list", "update", "watch"],
+    ),
+    rule("ipam.cluster.x-k8s.io", "ipaddresses", READ),
+];
+
+/// Leader election (namespaced Role): the `controller-leader-elect-capmox` Lease and its events.
+pub const LEADER_ELECTION: &[Rule] = &[
+    rule("", "configmaps", ALL),
+    rule("coordination.k8s.io", "leases", ALL),
+    rule("", "events", &["create", "patch"]),
+];
+
+/// Name of the manager ClusterRole.
+pub const MANAGER_ROLE: &str = "manager-role";
+/// Name of the leader-election Role.
+pub const LEADER_ELECTION_ROLE: &str = "leader-election-role";
+
+/// Merges rules per (group, resource) and groups resources with identical verbs, sorted, as
+/// controller-gen does.
+pub fn policy_rules(rules: &[&[Rule]]) -> Vec<PolicyRule> {
+    let mut per: BTreeMap<(String, String), std::collections::BTreeSet<String>> = BTreeMap::new();
+    for r in rules.iter().flat_map(|r| r.iter()) {
+        per.entry((r.group.to_owned(), r.resource.to_owned()))
+            .or_default()
+            .extend(r.verbs.iter().map(|v| (*v).to_owned()));
+    }
+    let mut grouped: BTreeMap<(String, Vec<String>), Vec<String>> = BTreeMap::new();
+    for ((group, resource), verbs) in per {
+        grouped
+            .entry((group, verbs.into_iter().collect()))
+            .or_default()
+            .push(resource);
+    }
+    grouped
+        .into_iter()
+        .map(|((group, verbs), resources)| PolicyRule {
+            api_groups: Some(vec![group]),
+            resources: Some(resources),
+            verbs,
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// Whether `rules` grant `verb` on `group`/`resource`.
+pub fn grants(rules: &[PolicyRule], group: &str, resource: &str, verb: &str) -> bool {
+    rules.iter().any(|r| {
+        let has = |l: &Option<Vec<String>>, v: &str| l.iter().flatten().any(|x| x == v || x == "*");
+        has(&r.api_groups, group)
+            && has(&r.resources, resource)
+            && r.verbs.iter().any(|x| x == verb || x == "*")
+    })
+}
+
+/// The manager ClusterRole (`config/rbac/role.yaml`).
+pub fn manager_role() -> ClusterRole {
+    ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(MANAGER_ROLE.to_owned()),
+            ..Default::default()
+        },
+        rules: Some(policy_rules(&[CLUSTER_CONTROLLER, MACHINE_CONTROLLER])),
+        ..Default::default()
+    }
+}
+
+/// The leader-election Role (`config/rbac/leader_election_role.yaml`).
+pub fn leader_election_role() -> Role {
+    Role {
+        metadata: ObjectMeta {
+            name: Some(LEADER_ELECTION_ROLE.to_owned()),
+            namespace: Some("system".to_owned()),
+            ..Default::default()
+        },
+        rules: Some(policy_rules(&[LEADER_ELECTION])),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merged_rules_cover_every_declared_verb() {
+        let rules = policy_rules(&[CLUSTER_CONTROLLER, MACHINE_CONTROLLER]);
+        for r in CLUSTER_CONTROLLER.iter().chain(MACHINE_CONTROLLER) {
+            for v in r.verbs {
+                assert!(grants(&rules, r.group, r.resource, v), "{r:?} {v}");
+            }
+        }
+        assert!(!grants(&rules, "", "secrets", "delete"));
+        assert!(!grants(&rules, "", "secrets", "create"));
+    }
+}
