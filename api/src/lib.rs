@@ -5,6 +5,7 @@
 //! * [`conversion`]: pure v1alpha1 ⇄ v1alpha2 conversion.
 //! * [`crd`]: the merged, labelled CRDs written to `config/crd/bases/` by the `crdgen` binary.
 //! * [`consts`]: finalizers, labels and annotations.
+//! * [`capi`]: the few Cluster API and IPAM types the controllers read.
 
 pub mod capi;
 pub mod consts;
