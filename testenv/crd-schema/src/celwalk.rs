@@ -55,9 +55,33 @@ pub(crate) fn validate(s: &Node, v: &Value, old: Option<&Value>, path: &str, err
     }
 }
 
+/// At the resource root, rules see `metadata` with only `name` and `generateName`
+/// (`model.WithTypeAndObjectMeta`).
+fn root_view(v: &Value) -> std::borrow::Cow<'_, Value> {
+    match v.get("metadata").and_then(Value::as_object) {
+        Some(meta) => {
+            let mut copy = v.clone();
+            let kept: serde_json::Map<String, Value> = meta
+                .iter()
+                .filter(|(k, _)| k.as_str() == "name" || k.as_str() == "generateName")
+                .map(|(k, x)| (k.clone(), x.clone()))
+                .collect();
+            copy["metadata"] = Value::Object(kept);
+            std::borrow::Cow::Owned(copy)
+        }
+        None => std::borrow::Cow::Borrowed(v),
+    }
+}
+
 fn evaluate_rules(s: &Node, v: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
-    let this = to_cel(v, Some(s));
-    let old_cel = old.map(|o| to_cel(o, Some(s)));
+    let (this, old_cel) = if path.is_empty() {
+        (
+            to_cel(&root_view(v), Some(s)),
+            old.map(|o| to_cel(&root_view(o), Some(s))),
+        )
+    } else {
+        (to_cel(v, Some(s)), old.map(|o| to_cel(o, Some(s))))
+    };
     let type_value = Value::String(s.ty.clone().unwrap_or_default());
     for rule in &s.rules {
         if rule.is_transition && old_cel.is_none() && !rule.optional_old_self {

@@ -355,13 +355,13 @@ fn root_rules_report_a_nil_path() {
     let s = Schema::from_openapi(&json!({
         "type": "object",
         "properties": {"spec": {"type": "object", "properties": {"a": {"type": "integer"}}}},
-        "x-kubernetes-validations": [{"rule": "has(self.spec)", "message": "spec is required"}]
+        "x-kubernetes-validations": [
+            {"rule": "has(self.spec)", "message": "spec is required"},
+            {"rule": "!has(self.metadata.labels) && self.metadata.name == 'n'", "message": "root rules see only name and generateName"}
+        ]
     }))
     .unwrap();
-    let errs: Vec<String> = s
-        .validate(&json!({"kind": "K"}), None)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let obj = json!({"kind": "K", "metadata": {"name": "n", "labels": {"a": "b"}}});
+    let errs: Vec<String> = s.validate(&obj, None).iter().map(ToString::to_string).collect();
     assert_eq!(errs, ["<nil>: Invalid value: \"object\": spec is required"]);
 }
