@@ -63,4 +63,9 @@ async fn core_and_events_k8s_io_events() {
         core.get("core-ev").await.unwrap().reason.as_deref(),
         Some("CoreTested")
     );
+    // Field selectors on event fields (what `kubectl describe` uses).
+    let sel = ListParams::default().fields("involvedObject.kind=ConfigMap,involvedObject.name=subject");
+    assert_eq!(core.list(&sel).await.unwrap().items.len(), 1);
+    let none = ListParams::default().fields("involvedObject.name=other");
+    assert!(core.list(&none).await.unwrap().items.is_empty());
 }

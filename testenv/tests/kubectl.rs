@@ -77,6 +77,7 @@ async fn kubectl_core_kinds() {
     run(&env, &["delete", "configmap", "from-kubectl"], None);
     // Typed generators send protobuf bodies.
     run(&env, &["create", "namespace", "gen"], None);
+    assert!(run(&env, &["describe", "namespace", "gen"], None).contains("Active"));
     run(
         &env,
         &["-n", "gen", "create", "configmap", "lit", "--from-literal=k=v"],

@@ -112,7 +112,8 @@ impl LabelSelector {
     }
 }
 
-/// A parsed field selector over `metadata.name` / `metadata.namespace`.
+/// A parsed field selector over `metadata.name` / `metadata.namespace` (and a few kind-specific
+/// fields, see `extra_field_allowed`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FieldSelector(Vec<(String, bool, String)>);
 
@@ -133,7 +134,7 @@ impl FieldSelector {
                 )));
             };
             let k = k.trim();
-            if k != "metadata.name" && k != "metadata.namespace" {
+            if k != "metadata.name" && k != "metadata.namespace" && !extra_field_allowed(kind, k) {
                 return Err(
                     ApiError::bad_request(format!("field label not supported: {k}")).with_kind_hint(kind)
                 );
@@ -146,14 +147,26 @@ impl FieldSelector {
     /// Whether an object matches.
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(k, eq, v)| {
-            let ptr = if k == "metadata.name" {
-                "/metadata/name"
-            } else {
-                "/metadata/namespace"
+            let ptr = format!("/{}", k.replace('.', "/"));
+            let actual = match obj.pointer(&ptr) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => String::new(),
+                Some(other) => other.to_string(),
             };
-            let actual = obj.pointer(ptr).and_then(Value::as_str).unwrap_or_default();
-            (actual == v) == *eq
+            (actual == *v) == *eq
         })
+    }
+}
+
+/// Field labels the real server supports beyond `metadata.name`/`metadata.namespace` for the kinds
+/// served here: any field of Events (`involvedObject.*`, `regarding.*`, `reason`, `type`, ...),
+/// `status.phase` of Namespaces and `type` of Secrets.
+fn extra_field_allowed(kind: &str, field: &str) -> bool {
+    match kind {
+        "Event" => true,
+        "Namespace" => field == "status.phase",
+        "Secret" => field == "type",
+        _ => false,
     }
 }
 
