@@ -123,6 +123,28 @@ fn xorriso_extracts_exact_bytes() {
 }
 
 #[test]
+fn large_files_span_blocks_and_images_are_deterministic() {
+    let mut files = sample_files(b"");
+    files.user_data = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let a = build_nocloud_iso(&files).unwrap();
+    assert_eq!(a, build_nocloud_iso(&files).unwrap(), "same files, same image");
+    if !have("xorriso") {
+        eprintln!("skipped: xorriso not found (apt-get install xorriso)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let iso = dir.path().join("big.iso");
+    std::fs::write(&iso, &a).unwrap();
+    let out = dir.path().join("out");
+    run(Command::new("xorriso")
+        .args(["-osirrox", "on", "-indev"])
+        .arg(&iso)
+        .args(["-extract", "/"])
+        .arg(&out));
+    assert_eq!(std::fs::read(out.join("user-data")).unwrap(), files.user_data);
+}
+
+#[test]
 fn blkid_reports_label_cidata() {
     if !have("blkid") {
         eprintln!("skipped: blkid not found (apt-get install util-linux)");
@@ -328,4 +350,34 @@ fn cloud_init_schema_accepts_passthrough_user_data() {
     std::fs::write(&path, &files.user_data).unwrap();
     let out = run(Command::new("cloud-init").args(["schema", "-c"]).arg(&path));
     assert!(String::from_utf8_lossy(&out.stdout).contains("Valid cloud-config"));
+}
+
+/// Talos' older nocloud decoder reads `version` from the document's top level; its route parser needs
+/// `to` (a prefix) and `via` on every route. Checked with PyYAML (a cloud-init dependency).
+#[test]
+fn talos_shape_has_top_level_version_two() {
+    if !have_cloudinit_python() {
+        eprintln!("skipped: system python with PyYAML not found (apt-get install cloud-init)");
+        return;
+    }
+    let script = r#"
+import ipaddress, json, sys, yaml
+doc = yaml.safe_load(open(sys.argv[1]))
+routes_ok = all('to' in r and 'via' in r and ipaddress.ip_network(r['to'], strict=False) is not None
+                for eth in (doc.get('ethernets') or {}).values() for r in eth.get('routes', []))
+print(json.dumps({'keys': sorted(doc), 'version': doc.get('version'), 'routes_ok': routes_ok}))
+"#;
+    let check = |golden: &str| -> serde_json::Value {
+        let out = run(Command::new(SYSTEM_PYTHON)
+            .args(["-c", script])
+            .arg(golden_file(golden)));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let bare = check("network-config-talos.yaml");
+    assert_eq!(bare["version"], 2, "{bare}");
+    assert_eq!(bare["routes_ok"], true, "{bare}");
+    // capmox's wrapped form: no top-level version, which old Talos reads as version 0.
+    let wrapped = check("network-config-dual-stack.yaml");
+    assert_eq!(wrapped["keys"], serde_json::json!(["network"]));
+    assert!(wrapped["version"].is_null());
 }
