@@ -136,22 +136,35 @@ impl Rule {
 
     /// Evaluates the rule with `self` (and `oldSelf` for transition rules) bound.
     pub(crate) fn evaluate(&self, this: &cel::Value, old: Option<&cel::Value>) -> Outcome {
-        let Some(program) = &self.program else {
-            return Outcome::Skipped;
-        };
-        if self.unsupported_reason().is_some() {
+        if self.program.is_none() || self.unsupported_reason().is_some() {
             return Outcome::Skipped;
         }
-        let Some(env) = env() else {
+        // A panic inside the CEL crate must not take the API server down: the rule is skipped.
+        let run = std::panic::AssertUnwindSafe(|| self.evaluate_inner(this, old));
+        match std::panic::catch_unwind(run) {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                self.mark_unsupported("the cel crate panicked while evaluating it".to_string());
+                Outcome::Skipped
+            }
+        }
+    }
+
+    fn evaluate_inner(&self, this: &cel::Value, old: Option<&cel::Value>) -> Outcome {
+        let (Some(program), Some(env)) = (&self.program, env()) else {
             return Outcome::Skipped;
         };
         let mut ctx = cel::Context::with_env(env);
-        ctx.add_variable_from_value("self", this.clone());
+        let Ok(this_val) = Box::<dyn cel::common::value::Val>::try_from(this.clone()) else {
+            return Outcome::Skipped;
+        };
+        ctx.add_variable_as_val("self", this_val);
+        let old_val: Option<Box<dyn cel::common::value::Val>> = old.and_then(|o| o.clone().try_into().ok());
         if self.optional_old_self {
-            let inner: Option<Box<dyn cel::common::value::Val>> = old.and_then(|o| o.clone().try_into().ok());
-            ctx.add_variable_as_val("oldSelf", Box::new(cel::common::types::CelOptional::from(inner)));
-        } else if let Some(o) = old {
-            ctx.add_variable_from_value("oldSelf", o.clone());
+            let optional = cel::common::types::CelOptional::from(old_val);
+            ctx.add_variable_as_val("oldSelf", Box::new(optional));
+        } else if let Some(o) = old_val {
+            ctx.add_variable_as_val("oldSelf", o);
         }
         match program.execute(&ctx) {
             Ok(cel::Value::Bool(true)) => Outcome::Pass,
