@@ -17,7 +17,36 @@ use serde_json::Value;
 /// Intentional, additive, optional fields that capmox does not have: `(pair, path, reason)`.
 /// Only "property only in ours" differences can be allowed; an entry here must never make a
 /// capmox manifest invalid.
-const ALLOWED_ADDITIONS: &[(&str, &str, &str)] = &[];
+const ALLOWED_ADDITIONS: &[(&str, &str, &str)] = &[
+    // capmox-rs: opt-in publishing of zoneConfig zones as CAPI failure domains (issue 5).
+    (
+        "ProxmoxCluster v1alpha2",
+        "spec.failureDomainsFromZones",
+        "opt-in failure domains from zones",
+    ),
+    (
+        "ProxmoxClusterTemplate v1alpha2",
+        "spec.template.spec.failureDomainsFromZones",
+        "same spec field in the template",
+    ),
+    // capmox-rs: CAPI failure domains, v1beta2 list shape (storage) and v1beta1 map shape.
+    (
+        "ProxmoxCluster v1alpha2",
+        "status.failureDomains",
+        "CAPI v1beta2 failure domains (list)",
+    ),
+    (
+        "ProxmoxCluster v1alpha1",
+        "status.failureDomains",
+        "CAPI v1beta1 failure domains (map)",
+    ),
+    // capmox-rs: periodically refreshed Proxmox node capacity/usage (issue 5).
+    (
+        "ProxmoxCluster v1alpha2",
+        "status.nodeInventory",
+        "Proxmox node inventory",
+    ),
+];
 
 /// Kind/version pairs that are temporarily allowed to differ (reported, not failed).
 /// Empty means every pair must be at zero differences.

@@ -31,6 +31,7 @@ pub fn spec_up(s: &v1alpha1::ProxmoxClusterSpec) -> v1alpha2::ProxmoxClusterSpec
             memory_adjustment: h.memory_adjustment.map(u64_to_i64),
         }),
         zone_config: None,
+        failure_domains_from_zones: None,
     }
 }
 
@@ -95,7 +96,9 @@ pub fn status_up(s: &v1alpha1::ProxmoxClusterStatus) -> v1alpha2::ProxmoxCluster
             .as_ref()
             .map(|r| r.iter().map(local_ref_up).collect()),
         in_cluster_zone_ref: None,
+        failure_domains: failure_domains_up(s.failure_domains.as_ref()),
         initialization: ready_up(s.ready),
+        node_inventory: None,
         node_locations: s.node_locations.as_ref().map(|n| v1alpha2::NodeLocations {
             control_plane: locations(&n.control_plane),
             workers: locations(&n.workers),
@@ -128,18 +131,62 @@ pub fn status_down(h: &v1alpha2::ProxmoxClusterStatus) -> v1alpha1::ProxmoxClust
         failure_reason: None,
         failure_message: None,
         conditions: conditions_down(&h.conditions),
+        failure_domains: failure_domains_down(h.failure_domains.as_ref()),
     }
+}
+
+/// v1beta1 failure-domain map → v1beta2 list (sorted by name).
+fn failure_domains_up(
+    m: Option<&std::collections::BTreeMap<String, v1alpha1::FailureDomainSpec>>,
+) -> Option<Vec<v1alpha2::FailureDomain>> {
+    m.map(|m| {
+        m.iter()
+            .map(|(name, d)| v1alpha2::FailureDomain {
+                name: name.clone(),
+                control_plane: d.control_plane,
+                attributes: d.attributes.clone(),
+            })
+            .collect()
+    })
+}
+
+/// v1beta2 failure-domain list → v1beta1 map (a later duplicate name wins).
+fn failure_domains_down(
+    l: Option<&Vec<v1alpha2::FailureDomain>>,
+) -> Option<std::collections::BTreeMap<String, v1alpha1::FailureDomainSpec>> {
+    l.map(|l| {
+        l.iter()
+            .map(|d| {
+                let spec = v1alpha1::FailureDomainSpec {
+                    control_plane: d.control_plane,
+                    attributes: d.attributes.clone(),
+                };
+                (d.name.clone(), spec)
+            })
+            .collect()
+    })
 }
 
 fn restore_hub_spec(hub: &mut v1alpha2::ProxmoxClusterSpec, restored: &v1alpha2::ProxmoxClusterSpec) {
     if hub.zone_config.is_none() {
         hub.zone_config = restored.zone_config.clone();
     }
+    if hub.failure_domains_from_zones.is_none() {
+        hub.failure_domains_from_zones = restored.failure_domains_from_zones;
+    }
 }
 
 fn restore_hub_status(hub: &mut v1alpha2::ProxmoxClusterStatus, restored: &v1alpha2::ProxmoxClusterStatus) {
     if hub.in_cluster_zone_ref.is_none() {
         hub.in_cluster_zone_ref = restored.in_cluster_zone_ref.clone();
+    }
+    if hub.node_inventory.is_none() {
+        hub.node_inventory = restored.node_inventory.clone();
+    }
+    if failure_domains_down(hub.failure_domains.as_ref())
+        == failure_domains_down(restored.failure_domains.as_ref())
+    {
+        hub.failure_domains = restored.failure_domains.clone();
     }
     restore_hub_conditions(&mut hub.conditions, &restored.conditions);
     let (Some(locations), Some(old)) = (hub.node_locations.as_mut(), restored.node_locations.as_ref()) else {

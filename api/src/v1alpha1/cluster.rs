@@ -142,6 +142,22 @@ pub struct ProxmoxClusterStatus {
     /// Current service state as CAPI v1beta1 conditions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
+    /// Failure domains offered to Cluster API, keyed by name (CAPI v1beta1 map shape;
+    /// capmox-rs addition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_domains: Option<BTreeMap<String, FailureDomainSpec>>,
+}
+
+/// A Cluster API v1beta1 failure domain.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureDomainSpec {
+    /// Whether control-plane machines may be placed in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<bool>,
+    /// Free-form attributes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributes: Option<BTreeMap<String, String>>,
 }
 
 /// Placement of the cluster's machines.

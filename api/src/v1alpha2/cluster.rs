@@ -58,6 +58,11 @@ pub struct ProxmoxClusterSpec {
     #[schemars(extend("default" = false))]
     pub external_managed_control_plane: Option<bool>,
 
+    /// Publishes every `zoneConfig` zone as a Cluster API failure domain in
+    /// `status.failureDomains` (capmox-rs addition; capmox has no failure domains).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_domains_from_zones: Option<bool>,
+
     /// IPv4 addresses of the default zone for machine NICs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-validations" = [
@@ -164,13 +169,66 @@ pub struct ProxmoxClusterStatus {
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["zone"]))]
     pub in_cluster_zone_ref: Option<Vec<InClusterZoneRef>>,
 
+    /// Failure domains offered to Cluster API (one per zone when
+    /// `spec.failureDomainsFromZones` is set; capmox-rs addition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 100),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"])
+    )]
+    pub failure_domains: Option<Vec<FailureDomain>>,
+
     /// Initialization state for Cluster API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initialization: Option<InitializationStatus>,
 
+    /// Capacity and usage of the Proxmox nodes the cluster may use, refreshed periodically
+    /// (capmox-rs addition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["node"]))]
+    pub node_inventory: Option<Vec<NodeInventory>>,
+
     /// Which Proxmox node each machine of the cluster was placed on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_locations: Option<NodeLocations>,
+}
+
+/// A Cluster API failure domain (v1beta2 list shape).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureDomain {
+    /// Name of the failure domain (the zone).
+    #[schemars(length(min = 1, max = 256))]
+    pub name: String,
+    /// Whether control-plane machines may be placed in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<bool>,
+    /// Free-form attributes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributes: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// Capacity and usage of one Proxmox node.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeInventory {
+    /// Node name.
+    #[schemars(length(min = 1))]
+    pub node: String,
+    /// Whether the node is online.
+    pub online: bool,
+    /// Logical CPUs of the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<i64>,
+    /// Total memory in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_total_bytes: Option<i64>,
+    /// Used memory in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_used_bytes: Option<i64>,
+    /// Virtual machines on the node (templates excluded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_count: Option<i64>,
 }
 
 /// The default IP pools of one zone.

@@ -510,6 +510,7 @@ pub fn hub_cluster_spec(full: bool) -> BoxedStrategy<h::ProxmoxClusterSpec> {
                     ipv6_config,
                     scheduler_hints: hints.map(|memory_adjustment| h::SchedulerHints { memory_adjustment }),
                     zone_config,
+                    failure_domains_from_zones: None,
                 }
             },
         )
@@ -548,6 +549,31 @@ pub fn hub_cluster_status(full: bool) -> BoxedStrategy<h::ProxmoxClusterStatus> 
     } else {
         Just(None).boxed()
     };
+    let (failure_domains, node_inventory) = if full {
+        (
+            opt(vec(
+                (word(), opt(any::<bool>())).prop_map(|(name, control_plane)| h::FailureDomain {
+                    name,
+                    control_plane,
+                    attributes: None,
+                }),
+                1..3,
+            ))
+            .boxed(),
+            opt(vec(
+                (word(), any::<bool>(), opt(0..64i64)).prop_map(|(node, online, cpus)| h::NodeInventory {
+                    node,
+                    online,
+                    cpus,
+                    ..Default::default()
+                }),
+                1..3,
+            ))
+            .boxed(),
+        )
+    } else {
+        (Just(None).boxed(), Just(None).boxed())
+    };
     (
         hub_conditions(full),
         opt(vec(
@@ -557,14 +583,26 @@ pub fn hub_cluster_status(full: bool) -> BoxedStrategy<h::ProxmoxClusterStatus> 
         zone_refs,
         opt(any::<bool>().prop_map(|p| h::InitializationStatus { provisioned: Some(p) })),
         opt((hub_locations(full), hub_locations(full))),
+        failure_domains,
+        node_inventory,
     )
         .prop_map(
-            |(conditions, in_cluster_ip_pool_ref, in_cluster_zone_ref, initialization, locations)| {
+            |(
+                conditions,
+                in_cluster_ip_pool_ref,
+                in_cluster_zone_ref,
+                initialization,
+                locations,
+                failure_domains,
+                node_inventory,
+            )| {
                 h::ProxmoxClusterStatus {
                     conditions,
                     in_cluster_ip_pool_ref,
                     in_cluster_zone_ref,
+                    failure_domains,
                     initialization,
+                    node_inventory,
                     node_locations: locations.map(|(control_plane, workers)| h::NodeLocations {
                         control_plane,
                         workers,
