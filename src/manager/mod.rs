@@ -1,0 +1,346 @@
+//! The manager: HTTP endpoints, CRD readiness, leader election, controllers and shutdown.
+//!
+//! Sequence of [`Manager::run`]:
+//! 1. serve `/healthz`, `/readyz` and `/metrics` (regardless of leadership);
+//! 2. probe the global Proxmox client (if configured) in the background, every minute; the result
+//!    is logged and shown on `/readyz` but never stops the manager (capmox exits instead; we keep
+//!    running so clusters with their own credentials still work and the global API can come back);
+//! 3. wait until the capmox CRDs are served (list with `limit=1`), up to a timeout;
+//! 4. mark ready, start leader election (when enabled) and wait for leadership;
+//! 5. run the controllers until shutdown, an unexpected controller end or lost leadership;
+//! 6. stop the controllers, then release the Lease, then stop the HTTP servers.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::context::Context;
+use crate::credentials::ProxmoxClients;
+use crate::health::{self, HealthState, ProxmoxProbe};
+use crate::leader::{LeaderElector, LeaderError};
+use crate::metrics::Metrics;
+use crate::proxmox;
+
+/// How often the global Proxmox client is probed.
+const PROXMOX_PROBE_INTERVAL: Duration = Duration::from_secs(60);
+/// How long controllers get to finish in-flight reconciles on shutdown (capmox's Deployment
+/// has `terminationGracePeriodSeconds: 10`; the Lease release follows).
+const GRACEFUL_STOP_TIMEOUT: Duration = Duration::from_secs(7);
+/// How long controllers get after an error (lost leadership, a controller ended).
+const FAILED_STOP_TIMEOUT: Duration = Duration::from_secs(2);
+/// Interval between CRD availability checks.
+const CRD_POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Manager errors (the process exits non-zero on any of them).
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    /// Binding an HTTP endpoint failed.
+    #[error("binding the {what} address {addr}: {source}")]
+    Bind {
+        /// Which endpoint.
+        what: &'static str,
+        /// Address.
+        addr: SocketAddr,
+        /// I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A command line value is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The global Proxmox client could not be built (bad URL, credentials or CA file).
+    #[error("global Proxmox client: {0}")]
+    Proxmox(String),
+    /// The capmox CRDs were not served in time.
+    #[error("CRD {crd} not served after {timeout:?} (last error: {last_error}); install the capmox CRDs")]
+    CrdsMissing {
+        /// The CRD waited for.
+        crd: String,
+        /// The timeout.
+        timeout: Duration,
+        /// The last list error.
+        last_error: String,
+    },
+    /// Leader election failed or leadership was lost.
+    #[error(transparent)]
+    Leader(#[from] LeaderError),
+    /// A controller stopped although no shutdown was requested.
+    #[error("controller {0} stopped unexpectedly")]
+    ControllerStopped(String),
+    /// An HTTP server failed.
+    #[error("{what} server: {source}")]
+    Server {
+        /// Which endpoint.
+        what: &'static str,
+        /// I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+mod options;
+mod startup;
+mod supervise;
+
+pub use options::{ManagerOptions, global_proxmox_config, options_from_cli};
+pub use startup::wait_for_crds;
+
+use startup::{bind_opt, probe_loop};
+use supervise::{Signal, join_elector, stop_controllers, supervise};
+
+/// A controller future with its name.
+pub type ControllerTask = (&'static str, Pin<Box<dyn Future<Output = ()> + Send + 'static>>);
+
+/// The controllers run by the leader. `stop` completes when they must shut down gracefully.
+fn controllers(ctx: Arc<Context>, stop: &Signal) -> Vec<ControllerTask> {
+    use crate::controllers::cluster;
+    vec![(cluster::CONTROLLER, Box::pin(cluster::run(ctx, stop.waiter())))]
+}
+
+/// A configured manager with bound HTTP listeners, ready to [`run`](Manager::run).
+pub struct Manager {
+    client: kube::Client,
+    options: ManagerOptions,
+    metrics: Arc<Metrics>,
+    health: Arc<HealthState>,
+    health_listener: Option<tokio::net::TcpListener>,
+    metrics_listener: Option<tokio::net::TcpListener>,
+    global_proxmox: Option<proxmox::Client>,
+    elector: Option<LeaderElector>,
+    leadership: watch::Receiver<bool>,
+    // Keeps the constant "leader" channel open when leader election is disabled.
+    _always_leader: Option<watch::Sender<bool>>,
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager")
+            .field("options", &self.options)
+            .field("health_addr", &self.health_addr())
+            .field("metrics_addr", &self.metrics_addr())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Manager {
+    /// Binds the HTTP listeners, builds the global Proxmox client and the leader elector.
+    pub async fn new(client: kube::Client, options: ManagerOptions) -> Result<Self, ManagerError> {
+        let metrics = Arc::new(Metrics::new());
+        let health = Arc::new(HealthState::default());
+        let health_listener = bind_opt("health probe", options.health_addr).await?;
+        let metrics_listener = bind_opt("metrics", options.metrics_addr).await?;
+        let global_proxmox = match &options.proxmox {
+            Some(cfg) => {
+                let c = proxmox::Client::with_observer(cfg.clone(), metrics.proxmox_observer())
+                    .map_err(|e| ManagerError::Proxmox(e.to_string()))?;
+                health.set_proxmox(ProxmoxProbe::Pending);
+                Some(c)
+            }
+            None => None,
+        };
+        let (elector, leadership, always) = match &options.leader_election {
+            Some(cfg) => {
+                let e = LeaderElector::new(client.clone(), cfg.clone())?;
+                let rx = e.subscribe();
+                (Some(e), rx, None)
+            }
+            None => {
+                let (tx, rx) = watch::channel(true);
+                (None, rx, Some(tx))
+            }
+        };
+        Ok(Self {
+            client,
+            options,
+            metrics,
+            health,
+            health_listener,
+            metrics_listener,
+            global_proxmox,
+            elector,
+            leadership,
+            _always_leader: always,
+        })
+    }
+
+    /// The bound health probe address.
+    pub fn health_addr(&self) -> Option<SocketAddr> {
+        self.health_listener.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The bound metrics address.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The manager's metrics.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    /// The probe state.
+    pub fn health(&self) -> Arc<HealthState> {
+        Arc::clone(&self.health)
+    }
+
+    /// Leadership: `true` while this manager may reconcile (always `true` without leader election).
+    pub fn leadership(&self) -> watch::Receiver<bool> {
+        self.leadership.clone()
+    }
+
+    /// The leader identity, when leader election is enabled.
+    pub fn identity(&self) -> Option<&str> {
+        self.elector.as_ref().map(LeaderElector::identity)
+    }
+
+    /// Runs until `shutdown` completes (returns `Ok` after a graceful stop) or a fatal error.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ManagerError> {
+        let Manager {
+            client,
+            options,
+            metrics,
+            health,
+            health_listener,
+            metrics_listener,
+            global_proxmox,
+            elector,
+            mut leadership,
+            _always_leader,
+        } = self;
+
+        let shutdown_requested = Signal::new();
+        let controllers_stop = Signal::new();
+        let release = Signal::new();
+        let servers_stop = Signal::new();
+        {
+            let s = shutdown_requested.clone();
+            tokio::spawn(async move {
+                shutdown.await;
+                s.fire();
+            });
+        }
+
+        let mut servers = JoinSet::new();
+        if let Some(l) = health_listener {
+            tracing::info!(addr = ?l.local_addr().ok(), "serving health probes on /healthz and /readyz");
+            let router = health::health_router(Arc::clone(&health));
+            let stop = servers_stop.waiter();
+            servers.spawn(async move { ("health probe", health::serve(l, router, stop).await) });
+        }
+        if let Some(l) = metrics_listener {
+            tracing::info!(addr = ?l.local_addr().ok(), "serving metrics on /metrics (plain HTTP)");
+            let router = health::metrics_router(Arc::clone(&metrics));
+            let stop = servers_stop.waiter();
+            servers.spawn(async move { ("metrics", health::serve(l, router, stop).await) });
+        }
+        if let Some(c) = global_proxmox.clone() {
+            let h = Arc::clone(&health);
+            let stop = servers_stop.waiter();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = probe_loop(c, h) => {},
+                    () = stop => {},
+                }
+            });
+        }
+
+        tracing::info!(
+            namespace = options.settings.namespace.as_deref().unwrap_or("<all>"),
+            concurrency = options.settings.concurrency,
+            leader_election = options.leader_election.is_some(),
+            global_proxmox = global_proxmox.is_some(),
+            feature_gates = ?options.feature_gates.0,
+            cluster_topology = options.feature_gates.enabled("ClusterTopology"),
+            "starting manager"
+        );
+
+        let result = async {
+            let waited = tokio::select! {
+                r = wait_for_crds(&client, options.crd_wait_timeout) => Some(r),
+                () = shutdown_requested.waiter() => None,
+            };
+            match waited {
+                None => return Ok(()),
+                Some(r) => r?,
+            }
+            health.set_started();
+
+            let mut elector_task = elector.map(|e| {
+                let stop = release.waiter();
+                tokio::spawn(e.run(stop))
+            });
+
+            // Wait for leadership.
+            let became_leader = tokio::select! {
+                r = leadership.wait_for(|l| *l) => r.is_ok(),
+                () = shutdown_requested.waiter() => false,
+            };
+            if !became_leader {
+                release.fire();
+                if let Some(t) = elector_task.take() {
+                    return join_elector(t).await;
+                }
+                return Ok(());
+            }
+            tracing::info!("leading: starting controllers");
+            metrics.set_leader(true);
+            health.set_leader(true);
+
+            let ctx = Arc::new(Context {
+                client: client.clone(),
+                metrics: Arc::clone(&metrics),
+                settings: options.settings.clone(),
+                proxmox: Arc::new(ProxmoxClients::new(
+                    global_proxmox.clone(),
+                    metrics.proxmox_observer(),
+                )),
+            });
+            let mut tasks = JoinSet::new();
+            for (name, fut) in controllers(ctx, &controllers_stop) {
+                metrics.init_controller(name);
+                tasks.spawn(async move {
+                    fut.await;
+                    name
+                });
+            }
+
+            let outcome = supervise(&mut tasks, &mut elector_task, &shutdown_requested).await;
+            controllers_stop.fire();
+            // In-flight reconciles may finish, within the pod's grace period; after lost
+            // leadership another replica may already lead, so stop much faster.
+            let grace = if outcome.is_ok() {
+                GRACEFUL_STOP_TIMEOUT
+            } else {
+                FAILED_STOP_TIMEOUT
+            };
+            stop_controllers(&mut tasks, grace).await;
+            metrics.set_leader(false);
+            health.set_leader(false);
+            tracing::info!("controllers stopped");
+            if let Err(e) = &outcome {
+                health.set_dead();
+                tracing::error!(error = %e, "manager stopping");
+            }
+            release.fire();
+            let released = match elector_task {
+                Some(t) => join_elector(t).await,
+                None => Ok(()),
+            };
+            outcome.and(released)
+        }
+        .await;
+
+        servers_stop.fire();
+        while let Some(joined) = servers.join_next().await {
+            if let Ok((what, Err(source))) = joined {
+                tracing::warn!(what, error = %source, "HTTP server ended with an error");
+            }
+        }
+        result
+    }
+}

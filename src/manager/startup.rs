@@ -1,0 +1,90 @@
+//! Startup helpers: binding the HTTP listeners, probing the global Proxmox client, waiting for
+//! the capmox CRDs.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use capmox_api::v1alpha2::{ProxmoxCluster, ProxmoxMachine};
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, ListParams};
+
+use super::{CRD_POLL_INTERVAL, ManagerError, PROXMOX_PROBE_INTERVAL};
+use crate::health::{self, HealthState, ProxmoxProbe};
+use crate::proxmox;
+
+pub(super) async fn bind_opt(
+    what: &'static str,
+    addr: Option<SocketAddr>,
+) -> Result<Option<tokio::net::TcpListener>, ManagerError> {
+    match addr {
+        Some(addr) => health::bind(addr)
+            .await
+            .map(Some)
+            .map_err(|source| ManagerError::Bind { what, addr, source }),
+        None => Ok(None),
+    }
+}
+
+/// Probes the global Proxmox client now and then every [`PROXMOX_PROBE_INTERVAL`].
+pub(super) async fn probe_loop(client: proxmox::Client, health: Arc<HealthState>) {
+    let mut interval = tokio::time::interval(PROXMOX_PROBE_INTERVAL);
+    let mut last_ok: Option<bool> = None;
+    loop {
+        interval.tick().await;
+        match client.version().await {
+            Ok(v) => {
+                if last_ok != Some(true) {
+                    tracing::info!(version = %v.version, url = %client.base_url(), "global Proxmox API reachable");
+                }
+                last_ok = Some(true);
+                health.set_proxmox(ProxmoxProbe::Reachable(v.version));
+            }
+            Err(e) => {
+                if last_ok != Some(false) {
+                    tracing::error!(error = %e, url = %client.base_url(),
+                        "global Proxmox API unreachable; continuing, clusters using it report ProxmoxAvailable=False");
+                }
+                last_ok = Some(false);
+                health.set_proxmox(ProxmoxProbe::Unreachable(e.to_string()));
+            }
+        }
+    }
+}
+
+/// Waits until the capmox v1alpha2 CRDs are served, listing each with `limit=1`.
+pub async fn wait_for_crds(client: &kube::Client, timeout: Duration) -> Result<(), ManagerError> {
+    let resources = [
+        ApiResource::erase::<ProxmoxCluster>(&()),
+        ApiResource::erase::<ProxmoxMachine>(&()),
+    ];
+    let deadline = tokio::time::Instant::now() + timeout;
+    for ar in resources {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let crd = format!("{}.{}/{}", ar.plural, ar.group, ar.version);
+        let mut logged = false;
+        loop {
+            match api.list(&ListParams::default().limit(1)).await {
+                Ok(_) => {
+                    tracing::debug!(%crd, "CRD served");
+                    break;
+                }
+                Err(e) => {
+                    if !logged {
+                        tracing::warn!(%crd, error = %e, ?timeout, "waiting for CRD to be served");
+                        logged = true;
+                    }
+                    if tokio::time::Instant::now() + CRD_POLL_INTERVAL > deadline {
+                        return Err(ManagerError::CrdsMissing {
+                            crd,
+                            timeout,
+                            last_error: e.to_string(),
+                        });
+                    }
+                    tokio::time::sleep(CRD_POLL_INTERVAL).await;
+                }
+            }
+        }
+    }
+    Ok(())
+}
