@@ -204,3 +204,63 @@ async fn wait_renewals(api: &Api<Lease>, by: &str, n: u32, within: Duration) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test]
+async fn a_manager_that_loses_the_lease_stops_with_an_error() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let env = testenv::TestEnv::start().await.unwrap();
+    let mut crds = capmox_api::crd::all().unwrap();
+    crds.push(capmox_api::capi::cluster_crd().unwrap());
+    crds.push(capmox_api::capi::in_cluster_ip_pool_crd());
+    env.install_crds(crds).await.unwrap();
+    let sim = pve_sim::SimServer::start(pve_sim::SimConfig::default())
+        .await
+        .unwrap();
+    let leases: Api<Lease> = Api::namespaced(env.client(), NS);
+    let mut a = start(&env, &sim, "manager-a").await;
+    eventually(Duration::from_secs(20), "manager a to lead", || {
+        let v = *a.leader.borrow();
+        async move { v }
+    })
+    .await;
+
+    // Another party takes the Lease over (e.g. after a partition healed).
+    let mut taken = false;
+    for _ in 0..20 {
+        let mut lease = leases.get(LEASE_NAME).await.unwrap();
+        let spec = lease.spec.as_mut().unwrap();
+        spec.holder_identity = Some("someone-else".into());
+        if leases
+            .replace(LEASE_NAME, &PostParams::default(), &lease)
+            .await
+            .is_ok()
+        {
+            taken = true;
+            break;
+        }
+    }
+    assert!(taken, "could not overwrite the lease");
+    let result = tokio::time::timeout(Duration::from_secs(20), &mut a.task)
+        .await
+        .expect("manager did not stop after losing the lease")
+        .unwrap();
+    assert!(
+        matches!(
+            result,
+            Err(capmox::manager::ManagerError::Leader(
+                capmox::leader::LeaderError::Lost { .. }
+            ))
+        ),
+        "{result:?}"
+    );
+    assert!(a.metrics.render().contains("capmox_leader 0"));
+    // The lease is left to its new holder.
+    let holder = leases
+        .get(LEASE_NAME)
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.holder_identity);
+    assert_eq!(holder.as_deref(), Some("someone-else"));
+    sim.shutdown().await;
+}

@@ -86,6 +86,11 @@ fn cluster_topology_true_and_go_style_values() {
     assert_eq!(opts.settings.concurrency, 4);
     assert!(opts.feature_gates.enabled("ClusterTopology"));
 
+    assert_eq!(parse(&["-v=3"]).verbosity, 3);
+    assert_eq!(parse(&["--v", "2"]).verbosity, 2);
+    // Go's flag package lets a repeated flag override the earlier one.
+    assert_eq!(parse(&["--v=1", "--v=4"]).verbosity, 4);
+
     let with_le = parse(&["--leader-elect=true", "--leader-election-namespace=capmox-system"]);
     assert_eq!(
         options_from_cli(&with_le)
