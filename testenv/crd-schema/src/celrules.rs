@@ -514,6 +514,28 @@ mod tests {
     }
 
     #[test]
+    fn timestamps_and_durations() {
+        let s = obj(
+            json!({"at": {"type": "string", "format": "date-time"}, "d": {"type": "string", "format": "duration"}}),
+        );
+        let v = json!({"at": "2024-01-02T03:04:05Z", "d": "90s"});
+        assert_eq!(
+            eval(
+                "self.at > timestamp('2024-01-01T00:00:00Z')",
+                s.clone(),
+                v.clone(),
+                None
+            ),
+            Outcome::Pass
+        );
+        assert_eq!(
+            eval("self.d == duration('1m30s')", s.clone(), v.clone(), None),
+            Outcome::Pass
+        );
+        assert_eq!(eval("self.at.getFullYear() == 2024", s, v, None), Outcome::Pass);
+    }
+
+    #[test]
     fn transition_rule() {
         let st = json!({"type": "string"});
         let r = Rule::parse(

@@ -1,6 +1,7 @@
 //! Converting unstructured JSON into CEL values the way the apiserver types them from the schema:
 //! `integer` is `int`, `number` is `double`, objects with properties are messages whose null-valued
-//! optional fields count as absent, maps keep their keys, int-or-string is either.
+//! optional fields count as absent, maps keep their keys, int-or-string is either, `date-time`,
+//! `date` and `duration` strings are timestamps and durations.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ pub(crate) fn to_cel(v: &Value, schema: Option<&Node>) -> cel::Value {
     match v {
         Value::Null => cel::Value::Null,
         Value::Bool(b) => cel::Value::Bool(*b),
-        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Value::String(s) => string(s, schema),
         Value::Number(n) => number(n, schema),
         Value::Array(items) => {
             let item_schema = schema.and_then(|s| s.items.as_deref());
@@ -33,6 +34,21 @@ pub(crate) fn to_cel(v: &Value, schema: Option<&Node>) -> cel::Value {
             cel::Value::Map(cel::objects::Map { map: Arc::new(out) })
         }
     }
+}
+
+/// Strings with `format: date-time`/`date` are timestamps and `format: duration` durations in the
+/// apiserver's CEL; anything unparsable stays a string (the format check already reported it).
+fn string(s: &str, schema: Option<&Node>) -> cel::Value {
+    let format = schema
+        .filter(|n| n.ty.as_deref() == Some("string"))
+        .and_then(|n| n.format.as_deref());
+    let parsed = match format {
+        Some("date-time") | Some("datetime") => crate::timefmt::parse_date_time(s).map(cel::Value::Timestamp),
+        Some("date") => crate::timefmt::parse_date(s).map(cel::Value::Timestamp),
+        Some("duration") => crate::timefmt::parse_duration(s).map(cel::Value::Duration),
+        _ => None,
+    };
+    parsed.unwrap_or_else(|| cel::Value::String(Arc::new(s.to_string())))
 }
 
 fn number(n: &serde_json::Number, schema: Option<&Node>) -> cel::Value {

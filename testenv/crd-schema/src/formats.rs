@@ -60,6 +60,7 @@ pub(crate) fn is_valid(format: &str, s: &str) -> bool {
                     s,
                 )
         }
+        "duration" => crate::timefmt::parse_duration(s).is_some(),
         "byte" => s.len().is_multiple_of(4) && matches(&BASE64, r"^[A-Za-z0-9+/]*={0,2}$", s),
         _ => true,
     }
@@ -87,5 +88,7 @@ mod tests {
             "non-string formats are not checked"
         );
         assert!(is_valid("mac", "BC:24:11:00:00:01"));
+        assert!(is_valid("duration", "1h30m"));
+        assert!(!is_valid("duration", "soon"));
     }
 }

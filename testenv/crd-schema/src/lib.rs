@@ -22,6 +22,7 @@ mod node;
 mod pattern;
 mod prune;
 pub mod structural;
+mod timefmt;
 mod validate;
 
 use std::sync::Arc;
