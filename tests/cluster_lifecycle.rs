@@ -299,3 +299,71 @@ async fn shared_secret_keeps_finalizer_for_remaining_owner() {
     );
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failure_domains_and_node_inventory() {
+    let h = Harness::start().await;
+    h.create_secret("creds").await;
+    let c = h.create_cluster("fd", false).await;
+    let mut s = spec(Some("creds"));
+    s["allowedNodes"] = json!(["pve1", "pve2"]);
+    s["zoneConfig"] = json!([
+        {"zone": "rack-1", "dnsServers": ["10.0.0.1"],
+         "ipv4Config": {"addresses": ["10.20.0.10-10.20.0.20"], "prefix": 24, "gateway": "10.20.0.1"}},
+        {"zone": "rack-2", "dnsServers": ["10.0.0.1"],
+         "ipv4Config": {"addresses": ["10.30.0.10-10.30.0.20"], "prefix": 24, "gateway": "10.30.0.1"}},
+    ]);
+    h.create_pc("fd", Some(&c), s, json!({})).await;
+    let pc = h
+        .wait_status("fd", "ready with inventory", |s| {
+            cond(s, "Ready").is_some_and(|c| c.status == "True") && s.node_inventory.is_some()
+        })
+        .await;
+    let st = pc.status.as_ref().unwrap();
+    assert!(st.failure_domains.is_none(), "failure domains are opt-in");
+    let inv = st.node_inventory.as_ref().unwrap();
+    assert_eq!(
+        inv.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(),
+        ["pve1", "pve2"]
+    );
+    assert!(inv.iter().all(|n| n.online && n.cpus == Some(16)));
+    assert_eq!(inv[0].memory_total_bytes, Some(64 * 1024 * 1024 * 1024));
+    assert_eq!(inv[0].vm_count, Some(0), "templates are not counted");
+
+    // The inventory is refreshed: a node going offline shows up.
+    h.sim.state().set_node_online("pve2", false);
+    h.wait_status("fd", "pve2 offline in inventory", |s| {
+        s.node_inventory
+            .as_ref()
+            .is_some_and(|i| i.iter().any(|n| n.node == "pve2" && !n.online))
+    })
+    .await;
+
+    // Opting in publishes the zones as failure domains (list in v1alpha2, map in v1alpha1).
+    h.pcs()
+        .patch(
+            "fd",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"failureDomainsFromZones": true}})),
+        )
+        .await
+        .unwrap();
+    let pc = h
+        .wait_status("fd", "failure domains", |s| s.failure_domains.is_some())
+        .await;
+    let fds = pc.status.as_ref().unwrap().failure_domains.clone().unwrap();
+    assert_eq!(
+        fds.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+        ["rack-1", "rack-2"]
+    );
+    assert!(fds.iter().all(|d| d.control_plane == Some(true)));
+    let v1: capmox_api::v1alpha1::ProxmoxCluster = capmox_api::conversion::from_hub(&pc).unwrap();
+    let map = v1.status.as_ref().unwrap().failure_domains.as_ref().unwrap();
+    assert_eq!(map.keys().collect::<Vec<_>>(), ["rack-1", "rack-2"]);
+    assert_eq!(map["rack-1"].control_plane, Some(true));
+    // The new fields survive a v1alpha1 round trip.
+    let back: capmox_api::v1alpha2::ProxmoxCluster = capmox_api::conversion::to_hub(&v1).unwrap();
+    assert_eq!(back.spec, pc.spec);
+    assert_eq!(back.status, pc.status);
+    h.stop().await;
+}

@@ -2,6 +2,8 @@
 //! credentials, the Proxmox probe, readiness), called by the thin controller.
 
 pub mod error;
+pub mod failure_domains;
+pub mod inventory;
 pub mod owner;
 pub mod pools;
 pub mod readiness;
@@ -39,6 +41,8 @@ pub struct ClusterSettings {
     pub backoff_base: Duration,
     /// Largest retry delay after errors.
     pub backoff_cap: Duration,
+    /// Minimum time between two node-inventory refreshes of one cluster.
+    pub inventory_interval: Duration,
 }
 
 impl Default for ClusterSettings {
@@ -48,6 +52,7 @@ impl Default for ClusterSettings {
             machine_wait: Duration::from_secs(10),
             backoff_base: Duration::from_secs(5),
             backoff_cap: Duration::from_secs(60),
+            inventory_interval: Duration::from_secs(60),
         }
     }
 }
@@ -109,10 +114,16 @@ async fn patch_finalizers(
     Ok(())
 }
 
-/// The normal path: finalizer, control-plane endpoint wait, IP pools, credentials, probe, ready.
-pub async fn reconcile_normal(ctx: &Context, pc: &ProxmoxCluster, owner: &OwnerCluster) -> Outcome {
+/// The normal path: finalizer, control-plane endpoint wait, IP pools, credentials, probe,
+/// failure domains, node inventory (when `refresh_inventory`), ready.
+pub async fn reconcile_normal(
+    ctx: &Context,
+    pc: &ProxmoxCluster,
+    owner: &OwnerCluster,
+    refresh_inventory: bool,
+) -> Outcome {
     let mut status = pc.status.clone().unwrap_or_default();
-    let result = normal_steps(ctx, pc, owner, &mut status).await;
+    let result = normal_steps(ctx, pc, owner, refresh_inventory, &mut status).await;
     Outcome { status, result }
 }
 
@@ -120,6 +131,7 @@ async fn normal_steps(
     ctx: &Context,
     pc: &ProxmoxCluster,
     owner: &OwnerCluster,
+    refresh_inventory: bool,
     status: &mut ProxmoxClusterStatus,
 ) -> Result<Action, ClusterError> {
     let settings = &ctx.settings.cluster;
@@ -131,6 +143,8 @@ async fn normal_steps(
         f.push(CLUSTER_FINALIZER.to_owned());
         patch_finalizers(ctx, pc, f).await?;
     }
+
+    status.failure_domains = failure_domains::from_zones(&pc.spec);
 
     if readiness::waiting_for_endpoint(&pc.spec) {
         tracing::info!(namespace = %ns, name = %name, cluster = %owner.name, "waiting for an external control plane to set spec.controlPlaneEndpoint");
@@ -181,6 +195,15 @@ async fn normal_steps(
         return Err(e);
     }
     ctx.metrics.set_cluster_connected(&ns, &name, true);
+    if refresh_inventory {
+        let allowed = pc.spec.allowed_nodes.as_deref().unwrap_or_default();
+        match inventory::collect(&client, allowed).await {
+            Ok(inv) => status.node_inventory = (!inv.is_empty()).then_some(inv),
+            Err(e) => {
+                tracing::warn!(namespace = %ns, name = %name, error = %e, "node inventory refresh failed")
+            }
+        }
+    }
     readiness::apply(status, &Availability::Available, generation, &now());
     Ok(Action::requeue(settings.resync))
 }

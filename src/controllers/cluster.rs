@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use capmox_api::capi::ipam::InClusterIPPool;
 use capmox_api::capi::{
@@ -37,6 +37,8 @@ const OWNED_STATUS_FIELDS: &[&str] = &[
     "initialization",
     "inClusterIPPoolRef",
     "inClusterZoneRef",
+    "failureDomains",
+    "nodeInventory",
 ];
 
 /// Per-object exponential backoff after errors, reset by a successful reconcile.
@@ -73,6 +75,29 @@ struct ClusterCtx {
     ctx: Arc<Context>,
     recorder: Recorder,
     backoff: Backoff,
+    /// When each cluster's node inventory was last refreshed.
+    inventory_at: Mutex<HashMap<String, Instant>>,
+}
+
+impl ClusterCtx {
+    /// Whether the node inventory of `key` is due. Keeping the refresh on its own clock stops
+    /// inventory-only status writes from re-triggering refreshes.
+    fn inventory_due(&self, key: &str) -> bool {
+        let m = self
+            .inventory_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        m.get(key)
+            .is_none_or(|t| t.elapsed() >= self.ctx.settings.cluster.inventory_interval)
+    }
+
+    /// Records that the inventory of `key` was refreshed now.
+    fn inventory_refreshed(&self, key: &str) {
+        self.inventory_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key.to_owned(), Instant::now());
+    }
 }
 
 fn key(pc: &ProxmoxCluster) -> String {
@@ -124,6 +149,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let cctx = Arc::new(ClusterCtx {
         recorder: Recorder::new(client.clone(), reporter),
         backoff: Backoff::default(),
+        inventory_at: Mutex::new(HashMap::new()),
         ctx: ctx.clone(),
     });
 
@@ -261,7 +287,14 @@ async fn reconcile(pc: Arc<ProxmoxCluster>, cc: Arc<ClusterCtx>) -> Result<Actio
             tracing::info!(object = %key(&pc), "Waiting for Cluster Controller to set OwnerRef on ProxmoxCluster");
             return Ok(Action::await_change());
         };
-        cluster::reconcile_normal(ctx, &pc, &owner).await
+        let due = cc.inventory_due(&key(&pc));
+        let outcome = cluster::reconcile_normal(ctx, &pc, &owner, due).await;
+        let ready = outcome.status.initialization.as_ref().and_then(|i| i.provisioned) == Some(true)
+            && outcome.result.is_ok();
+        if due && ready {
+            cc.inventory_refreshed(&key(&pc));
+        }
+        outcome
     };
     let old = pc.status.clone().unwrap_or_default();
     write_status(ctx, &pc, &outcome.status).await?;

@@ -52,6 +52,7 @@ pub fn fast_settings() -> ClusterSettings {
         machine_wait: Duration::from_millis(300),
         backoff_base: Duration::from_millis(200),
         backoff_cap: Duration::from_secs(1),
+        inventory_interval: Duration::from_millis(500),
     }
 }
 
