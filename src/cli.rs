@@ -16,7 +16,17 @@ use crate::proxmox::Secret;
 
 /// The capmox-rs manager: runs the ProxmoxCluster (and later ProxmoxMachine) controllers.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "capmox", version, about, long_about = None, args_override_self = true)]
+#[command(
+    name = "capmox",
+    version,
+    about,
+    long_about = None,
+    args_override_self = true,
+    after_help = "Secrets: PROXMOX_SECRET (API token secret) and PROXMOX_PASSWORD (ticket authentication) \
+                  are read from the environment (hidden flags --proxmox-secret/--proxmox-password exist) \
+                  and never logged. The global Proxmox client is built only when PROXMOX_URL and \
+                  PROXMOX_TOKEN+PROXMOX_SECRET (or PROXMOX_USERNAME+PROXMOX_PASSWORD) are all set."
+)]
 pub struct Cli {
     /// Enable leader election (Lease `controller-leader-elect-capmox`); only the leader reconciles.
     #[arg(long, env = "CAPMOX_LEADER_ELECT", action = ArgAction::Set, num_args = 0..=1,
