@@ -210,3 +210,36 @@ async fn global_proxmox_probe_is_reported_but_does_not_fail_readiness() {
 fn body_contains_secret(body: &str, secret: &str) -> bool {
     body.contains(secret)
 }
+
+#[tokio::test]
+async fn namespaced_manager_waits_for_crds_in_its_namespace() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let env = testenv::TestEnv::start().await.unwrap();
+    env.install_crds(crds()).await.unwrap();
+    let mut options = ManagerOptions {
+        health_addr: local(),
+        ..ManagerOptions::default()
+    };
+    options.settings.namespace = Some("default".into());
+    capmox::manager::wait_for_crds(&env.client(), Some("default"), Duration::from_secs(5))
+        .await
+        .unwrap();
+    let manager = Manager::new(env.client(), options).await.unwrap();
+    let health = manager.health_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let run = tokio::spawn(manager.run(async move {
+        let _ = stopped.await;
+    }));
+    let http = http();
+    eventually(Duration::from_secs(20), "readyz", || {
+        let http = http.clone();
+        async move { get(&http, health, "/readyz").await.0 == 200 }
+    })
+    .await;
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("manager did not stop")
+        .unwrap()
+        .unwrap();
+}

@@ -261,7 +261,7 @@ impl Manager {
 
         let result = async {
             let waited = tokio::select! {
-                r = wait_for_crds(&client, options.crd_wait_timeout) => Some(r),
+                r = wait_for_crds(&client, options.settings.namespace.as_deref(), options.crd_wait_timeout) => Some(r),
                 () = shutdown_requested.waiter() => None,
             };
             match waited {

@@ -53,14 +53,24 @@ pub(super) async fn probe_loop(client: proxmox::Client, health: Arc<HealthState>
 }
 
 /// Waits until the capmox v1alpha2 CRDs are served, listing each with `limit=1`.
-pub async fn wait_for_crds(client: &kube::Client, timeout: Duration) -> Result<(), ManagerError> {
+///
+/// With a watch `namespace` the list is namespaced, so a manager whose RBAC is limited to that
+/// namespace can start.
+pub async fn wait_for_crds(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    timeout: Duration,
+) -> Result<(), ManagerError> {
     let resources = [
         ApiResource::erase::<ProxmoxCluster>(&()),
         ApiResource::erase::<ProxmoxMachine>(&()),
     ];
     let deadline = tokio::time::Instant::now() + timeout;
     for ar in resources {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
         let crd = format!("{}.{}/{}", ar.plural, ar.group, ar.version);
         let mut logged = false;
         loop {
