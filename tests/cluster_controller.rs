@@ -290,3 +290,60 @@ async fn no_owner_cluster_waits() {
     h.wait_available("orphan", "True", "Provisioned").await;
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn capi_v1beta1_cluster_is_watched_and_read() {
+    use capmox_api::capi::v1beta1;
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use kube::api::PostParams;
+
+    // CAPI v1.10: only cluster.x-k8s.io/v1beta1 is served; refs carry an apiVersion.
+    let h = Harness::start_opts(false, true).await;
+    h.create_secret("creds").await;
+    let clusters: Api<v1beta1::Cluster> = Api::namespaced(h.client.clone(), NS);
+    let mut c = v1beta1::Cluster::new(
+        "old",
+        v1beta1::ClusterSpec {
+            paused: Some(true),
+            infrastructure_ref: Some(ObjectReference {
+                api_version: Some("infrastructure.cluster.x-k8s.io/v1alpha1".into()),
+                kind: Some("ProxmoxCluster".into()),
+                name: Some("old".into()),
+                namespace: Some(NS.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    );
+    c.metadata.namespace = Some(NS.into());
+    let c = clusters.create(&PostParams::default(), &c).await.unwrap();
+    let owner = json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster", "name": "old",
+        "uid": c.metadata.uid.clone().unwrap(), "controller": true});
+    h.create_pc("old", None, spec(Some("creds")), json!({})).await;
+    h.pcs()
+        .patch(
+            "old",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"ownerReferences": [owner]}})),
+        )
+        .await
+        .unwrap();
+    h.wait_status("old", "Paused=True", |s| {
+        cond(s, "Paused").is_some_and(|c| c.status == "True")
+    })
+    .await;
+
+    // Unpausing the v1beta1 Cluster reaches the ProxmoxCluster through the v1beta1 watch.
+    clusters
+        .patch(
+            "old",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": false}})),
+        )
+        .await
+        .unwrap();
+    let pc = h.wait_available("old", "True", "Provisioned").await;
+    let v1: v1alpha1::ProxmoxCluster = capmox_api::conversion::from_hub(&pc).unwrap();
+    assert_eq!(v1.status.as_ref().and_then(|s| s.ready), Some(true));
+    h.stop().await;
+}

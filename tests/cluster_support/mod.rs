@@ -64,10 +64,16 @@ impl Harness {
 
     /// Starts everything; `global` gives the manager a global client to the simulator.
     pub async fn start_with(global: bool) -> Self {
+        Self::start_opts(global, false).await
+    }
+
+    /// Starts everything; `capi_v1beta1_only` installs a CAPI v1.10 Cluster CRD (v1beta1 only)
+    /// instead of the v1.12 one.
+    pub async fn start_opts(global: bool, capi_v1beta1_only: bool) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let env = TestEnv::start().await.expect("control plane starts");
         let client = env.client();
-        install_crds(&env).await;
+        install_crds(&env, capi_v1beta1_only).await;
         let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
         Api::<Namespace>::all(client.clone())
             .create(&PostParams::default(), &ns)
@@ -118,7 +124,10 @@ impl Harness {
             let _ = s.send(());
         }
         if let Some(t) = self.task.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
+            tokio::time::timeout(Duration::from_secs(30), t)
+                .await
+                .expect("the controller stops on shutdown")
+                .unwrap();
         }
     }
 
@@ -288,12 +297,18 @@ where
 
 /// Installs our CRDs, the CAPI Cluster CRD and the in-cluster IPAM pool CRD (from
 /// `../shared/compat` when present, otherwise generated from our own small types).
-async fn install_crds(env: &TestEnv) {
+async fn install_crds(env: &TestEnv, capi_v1beta1_only: bool) {
     env.install_crds(capmox_api::crd::all().unwrap()).await.unwrap();
     let shared = shared_dir();
-    let cluster = shared.join("compat/capi-v1.12/cluster.x-k8s.io_clusters.yaml");
+    let release = if capi_v1beta1_only { "capi-v1.10" } else { "capi-v1.12" };
+    let cluster = shared.join(format!("compat/{release}/cluster.x-k8s.io_clusters.yaml"));
     if cluster.exists() {
         env.install_crds_from_path(&cluster).await.unwrap();
+    } else if capi_v1beta1_only {
+        use kube::CustomResourceExt;
+        env.install_crds(vec![capmox_api::capi::v1beta1::Cluster::crd()])
+            .await
+            .unwrap();
     } else {
         env.install_crds(vec![capmox_api::capi::cluster_crd().unwrap()])
             .await
