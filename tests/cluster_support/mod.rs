@@ -300,7 +300,11 @@ where
 async fn install_crds(env: &TestEnv, capi_v1beta1_only: bool) {
     env.install_crds(capmox_api::crd::all().unwrap()).await.unwrap();
     let shared = shared_dir();
-    let release = if capi_v1beta1_only { "capi-v1.10" } else { "capi-v1.12" };
+    let release = if capi_v1beta1_only {
+        "capi-v1.10"
+    } else {
+        "capi-v1.12"
+    };
     let cluster = shared.join(format!("compat/{release}/cluster.x-k8s.io_clusters.yaml"));
     if cluster.exists() {
         env.install_crds_from_path(&cluster).await.unwrap();
