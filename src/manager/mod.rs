@@ -260,8 +260,13 @@ impl Manager {
         );
 
         let result = async {
+            let crds = wait_for_crds(
+                &client,
+                options.settings.namespace.as_deref(),
+                options.crd_wait_timeout,
+            );
             let waited = tokio::select! {
-                r = wait_for_crds(&client, options.settings.namespace.as_deref(), options.crd_wait_timeout) => Some(r),
+                r = crds => Some(r),
                 () = shutdown_requested.waiter() => None,
             };
             match waited {
