@@ -402,4 +402,67 @@ mod tests {
         assert!(bad(2000, 200, 200).validate().is_err());
         assert!(bad(2000, 1000, 0).validate().is_err());
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn holder_strategy() -> impl Strategy<Value = Option<String>> {
+            prop_oneof![
+                Just(None),
+                Just(Some(String::new())),
+                Just(Some(ME.to_owned())),
+                Just(Some(OTHER.to_owned())),
+            ]
+        }
+
+        proptest! {
+            /// Safety: we never take a lease another holder still owns, and we stop leading
+            /// exactly when the renew deadline passed or someone else holds the lease.
+            #[test]
+            fn decisions_are_safe(
+                holder in holder_strategy(),
+                missing in any::<bool>(),
+                duration_s in proptest::option::of(0u64..120),
+                observed_ms in 0u64..200_000,
+                now_ms in 0u64..200_000,
+                leader in proptest::option::of(0u64..200_000),
+            ) {
+                let base = Instant::now();
+                let t = timing();
+                let now = base + Duration::from_millis(now_ms);
+                let observed_at = base + Duration::from_millis(observed_ms);
+                let lease = if missing {
+                    LeaseState::Missing
+                } else {
+                    LeaseState::Held {
+                        holder: holder.clone(),
+                        lease_duration: duration_s.map(Duration::from_secs),
+                        observed_at,
+                    }
+                };
+                let role = leader.map_or(Role::Candidate, |ms| Role::Leader {
+                    last_renewed: base + Duration::from_millis(ms),
+                });
+                let action = decide(now, &lease, ME, role, &t);
+
+                let deadline_missed = matches!(role, Role::Leader { last_renewed }
+                    if now.saturating_duration_since(last_renewed) > t.renew_deadline);
+                let other = !missing && holder.as_deref().is_some_and(|h| !h.is_empty() && h != ME);
+                if matches!(role, Role::Leader { .. }) {
+                    prop_assert_eq!(action == Action::Lost, deadline_missed || other);
+                } else {
+                    prop_assert_ne!(action, Action::Lost);
+                }
+                if other && action == Action::Acquire {
+                    let d = duration_s.filter(|d| *d > 0).map_or(t.lease_duration, Duration::from_secs);
+                    prop_assert!(now >= observed_at + d, "acquired an unexpired lease");
+                }
+                if let Action::Wait { until } = action {
+                    prop_assert!(until > now);
+                    prop_assert!(until <= now + t.retry_period);
+                }
+            }
+        }
+    }
 }
