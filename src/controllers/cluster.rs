@@ -60,6 +60,14 @@ impl Backoff {
         delay
     }
 
+    /// [`Backoff::next`] plus up to 10 % random jitter, so failing objects spread out.
+    pub fn next_jittered(&self, key: &str, base: Duration, cap: Duration) -> Duration {
+        use rand::Rng;
+        let delay = self.next(key, base, cap);
+        let max_ms = u64::try_from(delay.as_millis() / 10).unwrap_or(u64::MAX);
+        delay + Duration::from_millis(rand::rng().random_range(0..=max_ms))
+    }
+
     /// Forgets the error streak of `key`.
     pub fn reset(&self, key: &str) {
         self.attempts
@@ -366,7 +374,7 @@ async fn publish(recorder: &Recorder, pc: &ProxmoxCluster, t: readiness::Transit
 fn error_policy(pc: Arc<ProxmoxCluster>, err: &ClusterError, cc: Arc<ClusterCtx>) -> Action {
     let s = &cc.ctx.settings.cluster;
     cc.ctx.metrics.reconcile_error(CONTROLLER, err.reason());
-    let delay = cc.backoff.next(&key(&pc), s.backoff_base, s.backoff_cap);
+    let delay = cc.backoff.next_jittered(&key(&pc), s.backoff_base, s.backoff_cap);
     tracing::warn!(object = %key(&pc), error = %err, retry_in = ?delay, "proxmoxcluster reconcile failed");
     Action::requeue(delay)
 }
@@ -384,6 +392,13 @@ mod tests {
         assert_eq!(b.next("b", base, cap).as_secs(), 5);
         b.reset("a");
         assert_eq!(b.next("a", base, cap).as_secs(), 5);
+        for _ in 0..20 {
+            let j = b.next_jittered("c", base, cap);
+            assert!(
+                j >= Duration::from_secs(5) && j <= Duration::from_secs(66),
+                "{j:?}"
+            );
+        }
     }
 
     #[test]
