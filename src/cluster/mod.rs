@@ -155,7 +155,9 @@ async fn normal_steps(
 
     let desired = pools::desired_pools(&name, &pc.spec);
     let pool_api: Api<InClusterIPPool> = Api::namespaced(ctx.client.clone(), &ns);
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    // Older in-cluster IPAM CRDs (< v1.1) lack addressReuseGracePeriodSeconds: let the API
+    // server drop it instead of rejecting the pool.
+    let params = PatchParams::apply(FIELD_MANAGER).force().validation_ignore();
     for p in &desired {
         let obj = pools::pool_object(p, &ns, owner_reference(pc, true));
         pool_api
