@@ -1,0 +1,4 @@
+//! The ProxmoxMachine VM lifecycle: the pure placement rules (template, node, VMID) the machine controller applies before cloning.
+
+pub mod template;
+pub mod vmid;
