@@ -62,6 +62,26 @@ pub struct NodeInfo {
     pub memory_total: u64,
 }
 
+impl NodeInfo {
+    /// Node facts from the `node` entries of `GET /cluster/resources` (`maxmem` is the node's total
+    /// memory, `status` is `online` for an online node); other entries are ignored. This saves the
+    /// per-node `GET /nodes/{node}/status` calls.
+    pub fn from_cluster_resources(resources: &[ClusterResource]) -> Vec<Self> {
+        resources
+            .iter()
+            .filter(|r| r.resource_type == "node")
+            .filter_map(|r| {
+                let name = r.node.as_deref().map(str::trim).filter(|n| !n.is_empty())?;
+                Some(Self {
+                    name: name.to_owned(),
+                    online: r.status.as_deref() == Some("online"),
+                    memory_total: r.maxmem.unwrap_or(0),
+                })
+            })
+            .collect()
+    }
+}
+
 /// Everything [`schedule`] decides on.
 #[derive(Debug, Clone, Copy)]
 pub struct SchedulingRequest<'a> {
@@ -145,15 +165,14 @@ pub fn committed_memory(node: &str, guests: &[ClusterResource]) -> u64 {
 /// `committed`, floored at 0. An adjustment of 0 disables the constraint and returns `total` (as capmox).
 ///
 /// The percentage is applied as `total * adj / 100` in 128-bit (capmox computes `total / 100 * adj`,
-/// which differs by less than `adj` bytes) and saturates at `u64::MAX`.
+/// which differs by less than `adj` bytes); the result saturates at `u64::MAX`.
 pub fn reservable_memory(total: u64, adjustment_percent: u64, committed: u64) -> u64 {
     if adjustment_percent == 0 {
         return total;
     }
+    // Cannot overflow: both factors are below 2^64, so the product is below 2^128.
     let scaled = u128::from(total) * u128::from(adjustment_percent) / 100;
-    u64::try_from(scaled)
-        .unwrap_or(u64::MAX)
-        .saturating_sub(committed)
+    u64::try_from(scaled.saturating_sub(u128::from(committed))).unwrap_or(u64::MAX)
 }
 
 /// How many placements each node has, not counting `exclude_machine`'s own entry.
@@ -350,7 +369,8 @@ mod tests {
         assert_eq!(reservable_memory(10 * GIB, 0, 30 * GIB), 10 * GIB);
         // No overflow on big hosts or absurd adjustments (capmox #71).
         assert_eq!(reservable_memory(u64::MAX, 100, 0), u64::MAX);
-        assert_eq!(reservable_memory(u64::MAX, u64::MAX, 1), u64::MAX - 1);
+        assert_eq!(reservable_memory(u64::MAX, u64::MAX, 1), u64::MAX);
+        assert_eq!(reservable_memory(u64::MAX, 100, 1), u64::MAX - 1);
         assert_eq!(reservable_memory(4 * 1024 * GIB, 200, GIB), 8 * 1024 * GIB - GIB);
     }
 
@@ -371,6 +391,26 @@ mod tests {
             guest("qemu", "a", 101, false, u64::MAX),
         ];
         assert_eq!(committed_memory("a", &huge), u64::MAX);
+    }
+
+    #[test]
+    fn node_info_from_cluster_resources() {
+        let resources: Vec<ClusterResource> = serde_json::from_value(serde_json::json!([
+            {"id": "node/pve1", "type": "node", "node": "pve1", "status": "online", "maxmem": 8 * GIB},
+            {"id": "node/pve2", "type": "node", "node": "pve2", "status": "offline"},
+            {"id": "node/pve3", "type": "node", "node": "pve3", "status": "unknown", "maxmem": GIB},
+            {"id": "qemu/100", "type": "qemu", "vmid": 100, "node": "pve1", "maxmem": GIB},
+            {"id": "node/x", "type": "node"}
+        ]))
+        .unwrap();
+        assert_eq!(
+            NodeInfo::from_cluster_resources(&resources),
+            vec![
+                node("pve1", true, 8),
+                node("pve2", false, 0),
+                node("pve3", false, 1)
+            ]
+        );
     }
 
     #[test]
@@ -542,6 +582,22 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn reservable_memory_matches_exact_model(
+            total in any::<u64>(),
+            adj in 0u64..100_000,
+            committed in any::<u64>(),
+        ) {
+            let got = reservable_memory(total, adj, committed);
+            if adj == 0 {
+                prop_assert_eq!(got, total);
+            } else {
+                let scaled = u128::from(total) * u128::from(adj) / 100;
+                let expected = scaled.saturating_sub(u128::from(committed)).min(u128::from(u64::MAX));
+                prop_assert_eq!(u128::from(got), expected);
+            }
+        }
+
         #[test]
         fn result_is_independent_of_input_order(
             allowed in prop::sample::subsequence(NODE_NAMES.to_vec(), 1..=4),
