@@ -8,6 +8,7 @@ pub mod context;
 pub mod controllers;
 pub mod credentials;
 pub mod health;
+pub mod ipam;
 pub mod leader;
 pub mod machine;
 pub mod manager;

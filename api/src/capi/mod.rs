@@ -4,10 +4,13 @@
 //! * [`v1beta2::Cluster`] and [`v1beta1::Cluster`] (`cluster.x-k8s.io`): `spec.paused`,
 //!   `spec.controlPlaneEndpoint` and `spec.infrastructureRef`;
 //! * [`ipam::InClusterIPPool`] (`ipam.cluster.x-k8s.io/v1alpha2`) of the in-cluster IPAM provider.
+//! * [`ipam_claims`]: the core IPAM `IPAddressClaim` and `IPAddress` (`ipam.cluster.x-k8s.io` v1beta2
+//!   and v1beta1).
 //!
 //! Unknown fields are ignored on read; these types are not meant to write whole CAPI objects back.
 
 pub mod ipam;
+pub mod ipam_claims;
 pub mod v1beta1;
 pub mod v1beta2;
 

@@ -1,0 +1,720 @@
+//! IPAM claim bookkeeping of a `ProxmoxMachine` (capmox §2.8): which `IPAddressClaim`s a machine needs,
+//! whether they are fulfilled, and the status fields derived from the addresses.
+//!
+//! Everything but [`ensure_claims`] and [`load`] is pure. Per NIC the pool list is: the zone's default
+//! IPv4 pool if `defaultIPv4`, the zone's default IPv6 pool if `defaultIPv6`, then every `ipPoolRef` in
+//! order. The claim for the pool at offset `k` is named `<machine>-<netN>-<kk>-inet` (two digits), carries
+//! the labels `cluster.x-k8s.io/cluster-name` (+ the pool's zone label), the annotation
+//! `ipam.capmox.cluster.x-k8s.io/pool-ref-counter: "k"` (+ `ipam.capmox.cluster.x-k8s.io/default-gateway:
+//! "true"` for default pools) and a controller owner reference to the machine, so garbage collection
+//! releases it with the machine. Claims are never deleted here.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use capmox_api::capi::IPAM_GROUP;
+use capmox_api::capi::ipam_claims::{IpPoolReference, v1beta1, v1beta2};
+use capmox_api::consts::{
+    CLUSTER_NAME_LABEL, DEFAULT_GATEWAY_ANNOTATION, DEFAULT_ZONE, POOL_REF_COUNTER_ANNOTATION,
+    PROXMOX_ZONE_LABEL,
+};
+use capmox_api::v1alpha2::{
+    self, IpAddressesSpec, MachineAddress, MachineAddressType, ProxmoxCluster, ProxmoxMachine,
+};
+use k8s_openapi::api::core::v1::LocalObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Api, PostParams};
+use kube::{Resource, ResourceExt};
+
+use crate::bootstrap::{self, BootstrapError};
+
+/// Suffix of every claim name.
+pub const CLAIM_SUFFIX: &str = "inet";
+/// `net` of the synthetic `status.ipAddresses` entry holding the addresses of the default pools.
+pub const DEFAULT_NET: &str = "default";
+/// Kind of the in-cluster IPAM provider's namespaced pool (used for the cluster's default pools).
+pub const IN_CLUSTER_IP_POOL_KIND: &str = "InClusterIPPool";
+
+/// Errors of the IPAM bookkeeping.
+#[derive(Debug, thiserror::Error)]
+pub enum IpamError {
+    /// The machine's zone has no entry in the ProxmoxCluster's `status.inClusterZoneRef`.
+    #[error("zone {0} not found")]
+    ZoneNotFound(String),
+    /// The zone exists but has no default pool of the family a NIC asks for.
+    #[error("zone {zone} has no default {family} pool, but NIC {net} sets default{family}")]
+    NoDefaultPool {
+        /// Zone of the machine.
+        zone: String,
+        /// `IPv4` or `IPv6`.
+        family: &'static str,
+        /// The NIC asking for it.
+        net: String,
+    },
+    /// The machine lacks a field needed to build claims (`metadata.name`, `metadata.uid`, cluster name).
+    #[error("ProxmoxMachine {machine} has no {what}")]
+    MissingMachineField {
+        /// Name of the machine (may be empty).
+        machine: String,
+        /// The missing field.
+        what: &'static str,
+    },
+    /// No address came from a default pool.
+    #[error("Machine has no default IPAddresses")]
+    NoDefaultAddresses,
+    /// A pool's metric annotation does not parse.
+    #[error("pool {pool}: {source}")]
+    PoolAnnotation {
+        /// `Kind/name` of the pool.
+        pool: String,
+        /// The parse error.
+        #[source]
+        source: BootstrapError,
+    },
+    /// The API server refused a request.
+    #[error("{action} {namespace}/{name}: {source}")]
+    Kube {
+        /// What was attempted.
+        action: &'static str,
+        /// Namespace of the object.
+        namespace: String,
+        /// Name of the object.
+        name: String,
+        /// The client error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+}
+
+/// Address family of a pool or address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum IpFamily {
+    /// IPv4.
+    V4,
+    /// IPv6.
+    V6,
+}
+
+/// One claim the machine needs, with the exact metadata and spec to create it with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesiredClaim {
+    /// Claim name, `<machine>-<netN>-<kk>-inet`.
+    pub name: String,
+    /// Proxmox NIC slot (`net0`, ...).
+    pub net: String,
+    /// Position of the NIC in `spec.network.networkDevices`.
+    pub device_index: usize,
+    /// Position of the pool in the NIC's pool list.
+    pub pool_offset: usize,
+    /// The pool to claim from.
+    pub pool: IpPoolReference,
+    /// The pool is one of the zone's default pools (its address provides the default gateway).
+    pub is_default_pool: bool,
+    /// Family of a default pool; unknown for `ipPoolRef` pools until the address arrives.
+    pub family: Option<IpFamily>,
+    /// Name of the CAPI cluster (label and `spec.clusterName`).
+    pub cluster_name: String,
+    /// Labels of the claim.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations of the claim.
+    pub annotations: BTreeMap<String, String>,
+    /// Controller owner reference to the ProxmoxMachine.
+    pub owner: OwnerReference,
+}
+
+impl DesiredClaim {
+    /// Adds the pool's `topology.kubernetes.io/proxmox-zone` label value to the claim (for `ipPoolRef`
+    /// pools, whose labels only the caller can read).
+    pub fn set_pool_zone(&mut self, zone: &str) {
+        self.labels.insert(PROXMOX_ZONE_LABEL.to_owned(), zone.to_owned());
+    }
+
+    /// The claim object to create in `namespace` (v1beta2).
+    pub fn to_claim(&self, namespace: &str) -> v1beta2::IPAddressClaim {
+        v1beta2::IPAddressClaim {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                namespace: Some(namespace.to_owned()),
+                labels: Some(self.labels.clone()),
+                annotations: Some(self.annotations.clone()),
+                owner_references: Some(vec![self.owner.clone()]),
+                ..ObjectMeta::default()
+            },
+            spec: v1beta2::IPAddressClaimSpec {
+                cluster_name: Some(self.cluster_name.clone()),
+                pool_ref: self.pool.clone(),
+            },
+            status: None,
+        }
+    }
+}
+
+/// Claim name for the pool at `offset` of NIC `net` (`<machine>-<net>-<offset:02>-inet`).
+pub fn claim_name(machine: &str, net: &str, offset: usize) -> String {
+    format!("{machine}-{net}-{offset:02}-{CLAIM_SUFFIX}")
+}
+
+/// The claims `machine` needs, in NIC order then pool order.
+pub fn desired_claims(
+    machine: &ProxmoxMachine,
+    cluster: &ProxmoxCluster,
+) -> Result<Vec<DesiredClaim>, IpamError> {
+    let name = machine.metadata.name.clone().unwrap_or_default();
+    let missing = |what| IpamError::MissingMachineField {
+        machine: name.clone(),
+        what,
+    };
+    if name.is_empty() {
+        return Err(missing("metadata.name"));
+    }
+    let uid = machine
+        .metadata
+        .uid
+        .clone()
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| missing("metadata.uid"))?;
+    let cluster_name = machine
+        .labels()
+        .get(CLUSTER_NAME_LABEL)
+        .or_else(|| cluster.labels().get(CLUSTER_NAME_LABEL))
+        .filter(|c| !c.is_empty())
+        .cloned()
+        .ok_or_else(|| missing("cluster.x-k8s.io/cluster-name label"))?;
+    let owner = OwnerReference {
+        api_version: v1alpha2::API_VERSION.to_owned(),
+        kind: ProxmoxMachine::kind(&()).into_owned(),
+        name: name.clone(),
+        uid,
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    };
+    let zone = machine.spec.network.zone_or_default();
+
+    let mut out = Vec::new();
+    for (device_index, nic) in machine.spec.network.network_devices.iter().enumerate() {
+        let net = nic.name_or_default();
+        let mut pools: Vec<(IpPoolReference, Option<IpFamily>)> = Vec::new();
+        for (wanted, family) in [(nic.default_ipv4, IpFamily::V4), (nic.default_ipv6, IpFamily::V6)] {
+            if wanted == Some(true) {
+                let pool = default_pool(cluster, zone, family, net)?;
+                pools.push((pool, Some(family)));
+            }
+        }
+        let defaults = pools.len();
+        for r in nic.ip_pool_ref.as_deref().unwrap_or_default() {
+            let api_group = r
+                .api_group
+                .clone()
+                .filter(|g| !g.is_empty())
+                .unwrap_or_else(|| IPAM_GROUP.to_owned());
+            pools.push((
+                IpPoolReference {
+                    api_group,
+                    kind: r.kind.clone(),
+                    name: r.name.clone(),
+                },
+                None,
+            ));
+        }
+        for (offset, (pool, family)) in pools.into_iter().enumerate() {
+            let is_default_pool = offset < defaults;
+            let mut labels = BTreeMap::from([(CLUSTER_NAME_LABEL.to_owned(), cluster_name.clone())]);
+            let mut annotations =
+                BTreeMap::from([(POOL_REF_COUNTER_ANNOTATION.to_owned(), offset.to_string())]);
+            if is_default_pool {
+                labels.insert(PROXMOX_ZONE_LABEL.to_owned(), zone.to_owned());
+                annotations.insert(DEFAULT_GATEWAY_ANNOTATION.to_owned(), "true".to_owned());
+            }
+            out.push(DesiredClaim {
+                name: claim_name(&name, net, offset),
+                net: net.to_owned(),
+                device_index,
+                pool_offset: offset,
+                pool,
+                is_default_pool,
+                family,
+                cluster_name: cluster_name.clone(),
+                labels,
+                annotations,
+                owner: owner.clone(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn default_pool(
+    cluster: &ProxmoxCluster,
+    zone: &str,
+    family: IpFamily,
+    net: &str,
+) -> Result<IpPoolReference, IpamError> {
+    let entry = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.in_cluster_zone_ref.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .find(|z| z.zone.as_deref().unwrap_or(DEFAULT_ZONE) == zone)
+        .ok_or_else(|| IpamError::ZoneNotFound(zone.to_owned()))?;
+    let (r, label): (&Option<LocalObjectReference>, _) = match family {
+        IpFamily::V4 => (&entry.in_cluster_ip_pool_ref_v4, "IPv4"),
+        IpFamily::V6 => (&entry.in_cluster_ip_pool_ref_v6, "IPv6"),
+    };
+    let name = r
+        .as_ref()
+        .map(|r| r.name.clone())
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| IpamError::NoDefaultPool {
+            zone: zone.to_owned(),
+            family: label,
+            net: net.to_owned(),
+        })?;
+    Ok(IpPoolReference {
+        api_group: IPAM_GROUP.to_owned(),
+        kind: IN_CLUSTER_IP_POOL_KIND.to_owned(),
+        name,
+    })
+}
+
+/// One address that fulfils a desired claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedAddress {
+    /// Proxmox NIC slot.
+    pub net: String,
+    /// Position of the NIC in `spec.network.networkDevices`.
+    pub device_index: usize,
+    /// Position of the pool in the NIC's pool list.
+    pub pool_offset: usize,
+    /// The pool the address came from.
+    pub pool: IpPoolReference,
+    /// Family of the address.
+    pub family: IpFamily,
+    /// The address.
+    pub address: IpAddr,
+    /// Prefix length.
+    pub prefix: u8,
+    /// Gateway, if the pool has one.
+    pub gateway: Option<String>,
+    /// From a default pool.
+    pub is_default_pool: bool,
+    /// Name of the IPAddress object.
+    pub ip_address_name: String,
+    /// Default-route metric from the pool's annotations (see [`apply_gateway_metrics`]).
+    pub metric: Option<i32>,
+}
+
+/// Outcome of [`resolve`]: every desired claim is in exactly one of `pending`, `conflicts`, `resolved`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resolution {
+    /// Claims not yet fulfilled (including claims that do not exist yet; those are also in `missing`).
+    pub pending: Vec<String>,
+    /// Claims that do not exist yet and must be created.
+    pub missing: Vec<String>,
+    /// Claims that cannot make progress without the user: `(claim name, actionable message)`.
+    pub conflicts: Vec<(String, String)>,
+    /// Fulfilled claims, in desired order.
+    pub resolved: Vec<ResolvedAddress>,
+}
+
+impl Resolution {
+    /// Every claim is fulfilled.
+    pub fn is_complete(&self) -> bool {
+        self.pending.is_empty() && self.conflicts.is_empty()
+    }
+
+    /// All conflict messages joined, for the `WaitingForStaticIPAllocation` condition message.
+    pub fn conflict_message(&self) -> Option<String> {
+        (!self.conflicts.is_empty()).then(|| {
+            self.conflicts
+                .iter()
+                .map(|(_, m)| m.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    }
+}
+
+fn same_pool(a: &IpPoolReference, b: &IpPoolReference) -> bool {
+    a.kind == b.kind
+        && a.name == b.name
+        && (a.api_group.is_empty() || b.api_group.is_empty() || a.api_group == b.api_group)
+}
+
+fn pool_str(p: &IpPoolReference) -> String {
+    format!("{}/{}", p.kind, p.name)
+}
+
+/// Matches the desired claims with the existing claims and addresses of the machine's namespace.
+pub fn resolve(
+    desired: &[DesiredClaim],
+    claims: &[v1beta2::IPAddressClaim],
+    addresses: &[v1beta2::IPAddress],
+) -> Resolution {
+    let mut out = Resolution::default();
+    for d in desired {
+        match resolve_one(d, claims, addresses) {
+            One::Missing => {
+                out.missing.push(d.name.clone());
+                out.pending.push(d.name.clone());
+            }
+            One::Pending => out.pending.push(d.name.clone()),
+            One::Conflict(m) => out.conflicts.push((d.name.clone(), m)),
+            One::Resolved(r) => out.resolved.push(*r),
+        }
+    }
+    out
+}
+
+enum One {
+    Missing,
+    Pending,
+    Conflict(String),
+    Resolved(Box<ResolvedAddress>),
+}
+
+fn resolve_one(
+    d: &DesiredClaim,
+    claims: &[v1beta2::IPAddressClaim],
+    addresses: &[v1beta2::IPAddress],
+) -> One {
+    let Some(claim) = claims
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some(&d.name))
+    else {
+        return One::Missing;
+    };
+    let controller = claim
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true));
+    if controller.is_none_or(|o| o.uid != d.owner.uid) {
+        let by = controller.map_or_else(
+            || "has no controller".to_owned(),
+            |o| format!("is controlled by {} {} (uid {})", o.kind, o.name, o.uid),
+        );
+        return One::Conflict(format!(
+            "IPAddressClaim {} {by}, not by ProxmoxMachine {}; delete or rename that claim so it can be \
+             recreated for this machine",
+            d.name, d.owner.name
+        ));
+    }
+    if !same_pool(&claim.spec.pool_ref, &d.pool) {
+        return One::Conflict(format!(
+            "IPAddressClaim {} references pool {} but {} needs pool {} at position {}; delete the claim \
+             so it is recreated with the right pool",
+            d.name,
+            pool_str(&claim.spec.pool_ref),
+            d.net,
+            pool_str(&d.pool),
+            d.pool_offset
+        ));
+    }
+    let Some(addr_name) = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.address_ref.as_ref())
+        .map(|r| r.name.as_str())
+        .filter(|n| !n.is_empty())
+    else {
+        return One::Pending;
+    };
+    let Some(addr) = addresses
+        .iter()
+        .find(|a| a.metadata.name.as_deref() == Some(addr_name))
+    else {
+        return One::Conflict(format!(
+            "IPAddress {addr_name} referenced by IPAddressClaim {} does not exist; delete the claim so \
+             the IPAM provider allocates a new address",
+            d.name
+        ));
+    };
+    if !same_pool(&addr.spec.pool_ref, &d.pool) {
+        return One::Conflict(format!(
+            "IPAddress {addr_name} of IPAddressClaim {} comes from pool {}, expected {}; delete the \
+             IPAddress and the claim so a new address is allocated from the right pool",
+            d.name,
+            pool_str(&addr.spec.pool_ref),
+            pool_str(&d.pool)
+        ));
+    }
+    if !addr.spec.claim_ref.name.is_empty() && addr.spec.claim_ref.name != d.name {
+        return One::Conflict(format!(
+            "IPAddress {addr_name} referenced by IPAddressClaim {} belongs to claim {}; delete the claim \
+             so a new address is allocated",
+            d.name, addr.spec.claim_ref.name
+        ));
+    }
+    let Ok(address) = addr.spec.address.parse::<IpAddr>() else {
+        return One::Conflict(format!(
+            "IPAddress {addr_name} has an invalid address {:?}; fix the pool {} and delete the IPAddress",
+            addr.spec.address,
+            pool_str(&d.pool)
+        ));
+    };
+    let family = if address.is_ipv4() {
+        IpFamily::V4
+    } else {
+        IpFamily::V6
+    };
+    if d.family.is_some_and(|f| f != family) {
+        return One::Conflict(format!(
+            "IPAddress {addr_name} ({address}) of default pool {} has the wrong address family; fix the \
+             pool's addresses",
+            pool_str(&d.pool)
+        ));
+    }
+    let max = if family == IpFamily::V4 { 32 } else { 128 };
+    let Some(prefix) = u8::try_from(addr.spec.prefix).ok().filter(|p| *p <= max) else {
+        return One::Conflict(format!(
+            "IPAddress {addr_name} has an invalid prefix {} for {address}; fix the pool {} and delete \
+             the IPAddress",
+            addr.spec.prefix,
+            pool_str(&d.pool)
+        ));
+    };
+    One::Resolved(Box::new(ResolvedAddress {
+        net: d.net.clone(),
+        device_index: d.device_index,
+        pool_offset: d.pool_offset,
+        pool: d.pool.clone(),
+        family,
+        address,
+        prefix,
+        gateway: addr.spec.gateway.clone().filter(|g| !g.is_empty()),
+        is_default_pool: d.is_default_pool,
+        ip_address_name: addr_name.to_owned(),
+        metric: None,
+    }))
+}
+
+/// `status.ipAddresses`: one entry per NIC plus the synthetic `default` entry for the default pools'
+/// addresses; entries sorted by `net`, addresses by NIC then pool offset, split into IPv4 and IPv6.
+pub fn ip_addresses_status(resolved: &[ResolvedAddress]) -> Vec<IpAddressesSpec> {
+    let mut sorted: Vec<&ResolvedAddress> = resolved.iter().collect();
+    sorted.sort_by_key(|r| (r.device_index, r.pool_offset));
+    let mut groups: BTreeMap<&str, (Vec<String>, Vec<String>)> = BTreeMap::new();
+    for r in sorted {
+        let mut nets = vec![r.net.as_str()];
+        if r.is_default_pool {
+            nets.push(DEFAULT_NET);
+        }
+        for net in nets {
+            let (v4, v6) = groups.entry(net).or_default();
+            match r.family {
+                IpFamily::V4 => v4.push(r.address.to_string()),
+                IpFamily::V6 => v6.push(r.address.to_string()),
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(net, (v4, v6))| IpAddressesSpec {
+            ipv4: (!v4.is_empty()).then_some(v4),
+            ipv6: (!v6.is_empty()).then_some(v6),
+            net: net.to_owned(),
+        })
+        .collect()
+}
+
+/// `status.addresses`: the host name, then an `InternalIP` for each default-pool IPv4 address, then for
+/// each default-pool IPv6 address.
+pub fn machine_addresses(name: &str, resolved: &[ResolvedAddress]) -> Result<Vec<MachineAddress>, IpamError> {
+    let mut defaults: Vec<&ResolvedAddress> = resolved.iter().filter(|r| r.is_default_pool).collect();
+    if defaults.is_empty() {
+        return Err(IpamError::NoDefaultAddresses);
+    }
+    defaults.sort_by_key(|r| (r.family, r.device_index, r.pool_offset));
+    let mut out = vec![MachineAddress {
+        address: name.to_owned(),
+        type_: MachineAddressType::Hostname,
+    }];
+    out.extend(defaults.into_iter().map(|r| MachineAddress {
+        address: r.address.to_string(),
+        type_: MachineAddressType::InternalIp,
+    }));
+    Ok(out)
+}
+
+/// The default-route metric from a pool's annotations (`ipam.capmox.cluster.x-k8s.io/gateway-metric`,
+/// legacy `metric`).
+pub fn gateway_metric(
+    pool: &IpPoolReference,
+    annotations: &BTreeMap<String, String>,
+) -> Result<Option<i32>, IpamError> {
+    bootstrap::gateway_metric_from_annotations(annotations).map_err(|source| IpamError::PoolAnnotation {
+        pool: pool_str(pool),
+        source,
+    })
+}
+
+/// Fills [`ResolvedAddress::metric`] from the annotations of each address's pool, as returned by
+/// `pool_annotations` (`None`: pool unknown or unreadable, no metric).
+pub fn apply_gateway_metrics<'a>(
+    resolved: &mut [ResolvedAddress],
+    mut pool_annotations: impl FnMut(&IpPoolReference) -> Option<&'a BTreeMap<String, String>>,
+) -> Result<(), IpamError> {
+    for r in resolved {
+        r.metric = match pool_annotations(&r.pool) {
+            Some(a) => gateway_metric(&r.pool, a)?,
+            None => None,
+        };
+    }
+    Ok(())
+}
+
+/// The resolved addresses grouped by NIC slot in the shape the bootstrap renderer takes.
+pub fn bootstrap_addresses(
+    resolved: &[ResolvedAddress],
+) -> BTreeMap<String, Vec<bootstrap::ResolvedAddress>> {
+    let mut out: BTreeMap<String, Vec<bootstrap::ResolvedAddress>> = BTreeMap::new();
+    for r in resolved {
+        out.entry(r.net.clone())
+            .or_default()
+            .push(bootstrap::ResolvedAddress {
+                name: r.ip_address_name.clone(),
+                address: r.address.to_string(),
+                prefix: r.prefix,
+                gateway: r.gateway.clone(),
+                metric: r.metric,
+                is_default: r.is_default_pool,
+            });
+    }
+    out
+}
+
+/// Version of the core IPAM kinds to talk to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpamApiVersion {
+    /// `ipam.cluster.x-k8s.io/v1beta2` (CAPI ≥ 1.11).
+    V1beta2,
+    /// `ipam.cluster.x-k8s.io/v1beta1` (CAPI 1.10).
+    V1beta1,
+}
+
+/// `v1beta2` when the API server serves it, else `v1beta1` when served; `v1beta2` when discovery fails.
+pub async fn served_ipam_version(client: &kube::Client) -> IpamApiVersion {
+    match client.list_api_groups().await {
+        Ok(groups) => {
+            let served = |v: &str| {
+                groups
+                    .groups
+                    .iter()
+                    .filter(|g| g.name == IPAM_GROUP)
+                    .any(|g| g.versions.iter().any(|x| x.version == v))
+            };
+            if !served("v1beta2") && served("v1beta1") {
+                IpamApiVersion::V1beta1
+            } else {
+                IpamApiVersion::V1beta2
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "API discovery failed; using ipam.cluster.x-k8s.io/v1beta2");
+            IpamApiVersion::V1beta2
+        }
+    }
+}
+
+/// What [`ensure_claims`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnsureOutcome {
+    /// Claims created now.
+    pub created: Vec<String>,
+    /// Claims that already existed (left untouched).
+    pub existing: Vec<String>,
+}
+
+/// Creates every desired claim that does not exist yet in `namespace` (v1beta2; v1beta1 when the API
+/// server only serves that, i.e. CAPI 1.10). Existing claims are never modified or deleted.
+pub async fn ensure_claims(
+    client: &kube::Client,
+    namespace: &str,
+    desired: &[DesiredClaim],
+) -> Result<EnsureOutcome, IpamError> {
+    let version = served_ipam_version(client).await;
+    let v2: Api<v1beta2::IPAddressClaim> = Api::namespaced(client.clone(), namespace);
+    let v1: Api<v1beta1::IPAddressClaim> = Api::namespaced(client.clone(), namespace);
+    let mut out = EnsureOutcome::default();
+    let pp = PostParams::default();
+    for d in desired {
+        let claim = d.to_claim(namespace);
+        let res = match version {
+            IpamApiVersion::V1beta2 => v2.create(&pp, &claim).await.map(|_| ()),
+            IpamApiVersion::V1beta1 => v1.create(&pp, &claim.into()).await.map(|_| ()),
+        };
+        match res {
+            Ok(()) => out.created.push(d.name.clone()),
+            Err(e) if is_conflict(&e) => out.existing.push(d.name.clone()),
+            Err(source) => {
+                return Err(IpamError::Kube {
+                    action: "create IPAddressClaim",
+                    namespace: namespace.to_owned(),
+                    name: d.name.clone(),
+                    source: Box::new(source),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reads the desired claims and the IPAddresses they reference (in the served version, converted to
+/// v1beta2), ready for [`resolve`]. Absent objects are simply not returned.
+pub async fn load(
+    client: &kube::Client,
+    namespace: &str,
+    desired: &[DesiredClaim],
+) -> Result<(Vec<v1beta2::IPAddressClaim>, Vec<v1beta2::IPAddress>), IpamError> {
+    let version = served_ipam_version(client).await;
+    let err = |action, name: &str, source| IpamError::Kube {
+        action,
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        source: Box::new(source),
+    };
+    let claims2: Api<v1beta2::IPAddressClaim> = Api::namespaced(client.clone(), namespace);
+    let claims1: Api<v1beta1::IPAddressClaim> = Api::namespaced(client.clone(), namespace);
+    let addrs2: Api<v1beta2::IPAddress> = Api::namespaced(client.clone(), namespace);
+    let addrs1: Api<v1beta1::IPAddress> = Api::namespaced(client.clone(), namespace);
+    let mut claims = Vec::new();
+    let mut addresses = Vec::new();
+    for d in desired {
+        let claim = match version {
+            IpamApiVersion::V1beta2 => claims2.get_opt(&d.name).await,
+            IpamApiVersion::V1beta1 => claims1.get_opt(&d.name).await.map(|c| c.map(Into::into)),
+        }
+        .map_err(|e| err("get IPAddressClaim", &d.name, e))?;
+        let Some(claim) = claim else { continue };
+        let addr_name = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.address_ref.as_ref())
+            .map(|r| r.name.clone())
+            .filter(|n| !n.is_empty());
+        claims.push(claim);
+        let Some(addr_name) = addr_name else { continue };
+        let addr = match version {
+            IpamApiVersion::V1beta2 => addrs2.get_opt(&addr_name).await,
+            IpamApiVersion::V1beta1 => addrs1.get_opt(&addr_name).await.map(|a| a.map(Into::into)),
+        }
+        .map_err(|e| err("get IPAddress", &addr_name, e))?;
+        addresses.extend(addr);
+    }
+    Ok((claims, addresses))
+}
+
+fn status_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    status_code(e) == Some(409)
+}
+
+#[cfg(test)]
+#[path = "ipam_tests.rs"]
+mod tests;
