@@ -311,6 +311,9 @@ pub struct Resolution {
     pub pending: Vec<String>,
     /// Claims that do not exist yet and must be created.
     pub missing: Vec<String>,
+    /// Missing claims for which an IPAddress of the same name already exists (capmox emits a warning
+    /// event `OrphanedIPAddress` for each when it recreates the claim).
+    pub orphaned: Vec<String>,
     /// Claims that cannot make progress without the user: `(claim name, actionable message)`.
     pub conflicts: Vec<(String, String)>,
     /// Fulfilled claims, in desired order.
@@ -355,6 +358,12 @@ pub fn resolve(
     for d in desired {
         match resolve_one(d, claims, addresses) {
             One::Missing => {
+                if addresses
+                    .iter()
+                    .any(|a| a.metadata.name.as_deref() == Some(d.name.as_str()))
+                {
+                    out.orphaned.push(d.name.clone());
+                }
                 out.missing.push(d.name.clone());
                 out.pending.push(d.name.clone());
             }
@@ -660,7 +669,8 @@ pub async fn ensure_claims(
 }
 
 /// Reads the desired claims and the IPAddresses they reference (in the served version, converted to
-/// v1beta2), ready for [`resolve`]. Absent objects are simply not returned.
+/// v1beta2), ready for [`resolve`]. For a missing claim, an IPAddress of the claim's name is read too
+/// (so [`Resolution::orphaned`] can report it). Absent objects are simply not returned.
 pub async fn load(
     client: &kube::Client,
     namespace: &str,
@@ -685,14 +695,19 @@ pub async fn load(
             IpamApiVersion::V1beta1 => claims1.get_opt(&d.name).await.map(|c| c.map(Into::into)),
         }
         .map_err(|e| err("get IPAddressClaim", &d.name, e))?;
-        let Some(claim) = claim else { continue };
-        let addr_name = claim
-            .status
-            .as_ref()
-            .and_then(|s| s.address_ref.as_ref())
-            .map(|r| r.name.clone())
-            .filter(|n| !n.is_empty());
-        claims.push(claim);
+        let addr_name = match claim {
+            None => Some(d.name.clone()),
+            Some(claim) => {
+                let name = claim
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.address_ref.as_ref())
+                    .map(|r| r.name.clone())
+                    .filter(|n| !n.is_empty());
+                claims.push(claim);
+                name
+            }
+        };
         let Some(addr_name) = addr_name else { continue };
         let addr = match version {
             IpamApiVersion::V1beta2 => addrs2.get_opt(&addr_name).await,

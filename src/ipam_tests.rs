@@ -333,6 +333,14 @@ fn missing_and_unfulfilled_claims_are_pending() {
     assert_eq!(r.missing, names(&d));
     assert!(r.conflicts.is_empty() && r.resolved.is_empty() && !r.is_complete());
 
+    assert!(r.orphaned.is_empty());
+
+    // An IPAddress left behind by a deleted claim is reported as orphaned.
+    let (_, addrs) = fulfilled(&d);
+    let r = resolve(&d, &[], &addrs[..1]);
+    assert_eq!(r.orphaned, vec!["m1-net0-00-inet"]);
+    assert_eq!(r.missing.len(), 4);
+
     let claims: Vec<_> = d.iter().map(|c| claim_for(c, None)).collect();
     let r = resolve(&d, &claims, &[]);
     assert_eq!(r.pending, names(&d));

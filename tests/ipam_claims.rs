@@ -239,3 +239,31 @@ async fn ensure_claims_falls_back_to_v1beta1_on_capi_1_10() {
     assert!(addresses.is_empty());
     assert_eq!(claims[0].name_any(), "m1-net0-00-inet");
 }
+
+#[tokio::test]
+async fn load_reports_an_ip_address_left_without_its_claim() {
+    let env = start("capi-v1.12").await;
+    let client = env.client();
+    let (m, c) = machine(&client).await;
+    let desired = ipam::desired_claims(&m, &c).unwrap();
+    let d = &desired[1];
+    let addrs: Api<v1beta2::IPAddress> = Api::namespaced(client.clone(), NS);
+    let a = v1beta2::IPAddress::new(
+        &d.name,
+        v1beta2::IPAddressSpec {
+            claim_ref: NameReference { name: d.name.clone() },
+            pool_ref: d.pool.clone(),
+            address: "192.168.7.7".into(),
+            prefix: 24,
+            gateway: None,
+        },
+    );
+    addrs.create(&PostParams::default(), &a).await.unwrap();
+
+    let (claims, addresses) = ipam::load(&client, NS, &desired).await.unwrap();
+    assert!(claims.is_empty());
+    assert_eq!(addresses.len(), 1);
+    let r = ipam::resolve(&desired, &claims, &addresses);
+    assert_eq!(r.orphaned, vec!["m1-net0-01-inet"]);
+    assert_eq!(r.missing.len(), 3);
+}
