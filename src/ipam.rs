@@ -545,6 +545,34 @@ pub fn machine_addresses(name: &str, resolved: &[ResolvedAddress]) -> Result<Vec
     Ok(out)
 }
 
+/// The VM tags capmox adds once all claims are resolved: `ip_net0_<ipv4>` for each default-pool IPv4
+/// address, in NIC then pool order.
+pub fn default_ipv4_tags(resolved: &[ResolvedAddress]) -> Vec<String> {
+    let mut defaults: Vec<&ResolvedAddress> = resolved.iter().filter(|r| r.is_default_pool).collect();
+    defaults.sort_by_key(|r| (r.device_index, r.pool_offset));
+    defaults
+        .into_iter()
+        .filter_map(|r| match r.address {
+            IpAddr::V4(v4) => Some(bootstrap::ip_tag(v4)),
+            IpAddr::V6(_) => None,
+        })
+        .collect()
+}
+
+/// Sets the zone label of each `ipPoolRef` claim from its pool's `topology.kubernetes.io/proxmox-zone`
+/// label, as returned by `pool_zone` (`None`: the pool has no zone label). Default-pool claims keep
+/// the machine's zone.
+pub fn apply_pool_zones<'a>(
+    desired: &mut [DesiredClaim],
+    mut pool_zone: impl FnMut(&IpPoolReference) -> Option<&'a str>,
+) {
+    for d in desired.iter_mut().filter(|d| !d.is_default_pool) {
+        if let Some(zone) = pool_zone(&d.pool) {
+            d.set_pool_zone(zone);
+        }
+    }
+}
+
 /// The default-route metric from a pool's annotations (`ipam.capmox.cluster.x-k8s.io/gateway-metric`,
 /// legacy `metric`).
 pub fn gateway_metric(

@@ -541,3 +541,22 @@ fn gateway_metrics_from_pool_annotations() {
     assert!(b["net0"][0].is_default);
     assert_eq!(b["net1"][0].address, "172.16.0.9");
 }
+
+#[test]
+fn vm_tags_for_default_ipv4_addresses() {
+    let d = dual_stack();
+    let (claims, addrs) = fulfilled(&d);
+    let mut resolved = resolve(&d, &claims, &addrs).resolved;
+    resolved.reverse();
+    assert_eq!(default_ipv4_tags(&resolved), vec!["ip_net0_10.0.0.5"]);
+    assert!(default_ipv4_tags(&[]).is_empty());
+}
+
+#[test]
+fn extra_pool_claims_take_the_pool_zone_label() {
+    let mut d = dual_stack();
+    apply_pool_zones(&mut d, |p| (p.name == "extra0").then_some("z7"));
+    assert_eq!(d[0].labels[PROXMOX_ZONE_LABEL], "default");
+    assert_eq!(d[2].labels[PROXMOX_ZONE_LABEL], "z7");
+    assert!(!d[3].labels.contains_key(PROXMOX_ZONE_LABEL));
+}
