@@ -1,9 +1,9 @@
 //! IPAM claim bookkeeping of a `ProxmoxMachine` (capmox §2.8): which `IPAddressClaim`s a machine needs,
 //! whether they are fulfilled, and the status fields derived from the addresses.
 //!
-//! Everything but [`ensure_claims`] and [`load`] is pure. Per NIC the pool list is: the zone's default
-//! IPv4 pool if `defaultIPv4`, the zone's default IPv6 pool if `defaultIPv6`, then every `ipPoolRef` in
-//! order. The claim for the pool at offset `k` is named `<machine>-<netN>-<kk>-inet` (two digits), carries
+//! Everything but [`ensure_claims`], [`load`] and [`served_ipam_version`] is pure. Per NIC the pool
+//! list is: the zone's default IPv4 pool if `defaultIPv4`, the zone's default IPv6 pool if
+//! `defaultIPv6`, then every `ipPoolRef` in order. The claim for the pool at offset `k` is named `<machine>-<netN>-<kk>-inet` (two digits), carries
 //! the labels `cluster.x-k8s.io/cluster-name` (+ the pool's zone label), the annotation
 //! `ipam.capmox.cluster.x-k8s.io/pool-ref-counter: "k"` (+ `ipam.capmox.cluster.x-k8s.io/default-gateway:
 //! "true"` for default pools) and a controller owner reference to the machine, so garbage collection
