@@ -3,11 +3,12 @@
 //!
 //! Everything but [`ensure_claims`], [`load`] and [`served_ipam_version`] is pure. Per NIC the pool
 //! list is: the zone's default IPv4 pool if `defaultIPv4`, the zone's default IPv6 pool if
-//! `defaultIPv6`, then every `ipPoolRef` in order. The claim for the pool at offset `k` is named `<machine>-<netN>-<kk>-inet` (two digits), carries
-//! the labels `cluster.x-k8s.io/cluster-name` (+ the pool's zone label), the annotation
-//! `ipam.capmox.cluster.x-k8s.io/pool-ref-counter: "k"` (+ `ipam.capmox.cluster.x-k8s.io/default-gateway:
-//! "true"` for default pools) and a controller owner reference to the machine, so garbage collection
-//! releases it with the machine. Claims are never deleted here.
+//! `defaultIPv6`, then every `ipPoolRef` in order. The claim for the pool at offset `k` is named
+//! `<machine>-<netN>-<kk>-inet` (two digits), carries the labels `cluster.x-k8s.io/cluster-name`
+//! (+ the pool's zone label), the annotation `ipam.capmox.cluster.x-k8s.io/pool-ref-counter: "k"`
+//! (+ `ipam.capmox.cluster.x-k8s.io/default-gateway: "true"` for default pools) and a controller owner
+//! reference to the machine, so garbage collection releases it with the machine. Claims are never
+//! deleted here.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
