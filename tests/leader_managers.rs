@@ -4,7 +4,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,25 +16,11 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
+
+mod manager_support;
+use manager_support::{eventually, wait_renewals};
 
 const NS: &str = "default";
-
-/// Polls `cond` every 50 ms until it holds or `within` passes.
-async fn eventually<F, Fut>(within: Duration, what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if cond().await {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 struct Running {
     metrics: Arc<Metrics>,
@@ -181,28 +166,6 @@ async fn two_managers_only_the_leader_reconciles() {
     );
     b.stop().await;
     sim.shutdown().await;
-}
-
-/// Waits until the lease (held by `by` throughout) has been rewritten `n` times.
-async fn wait_renewals(api: &Api<Lease>, by: &str, n: u32, within: Duration) {
-    let deadline = Instant::now() + within;
-    let mut last_rv: Option<String> = None;
-    let mut renewals = 0;
-    while renewals < n {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {n} renewals by {by}"
-        );
-        let lease = api.get(LEASE_NAME).await.unwrap();
-        let held = lease.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some(by);
-        assert!(held, "lease left {by} while it runs: {lease:?}");
-        let rv = lease.metadata.resource_version.clone();
-        if last_rv.is_some() && rv != last_rv {
-            renewals += 1;
-        }
-        last_rv = rv;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test]

@@ -4,13 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use capmox::manager::{Manager, ManagerError, ManagerOptions};
 use tokio::sync::oneshot;
-use tokio::time::Instant;
+
+mod manager_support;
+use manager_support::eventually;
 
 fn local() -> Option<SocketAddr> {
     Some(SocketAddr::from(([127, 0, 0, 1], 0)))
@@ -28,22 +29,6 @@ async fn get(client: &reqwest::Client, addr: SocketAddr, path: &str) -> (u16, St
     let resp = client.get(format!("http://{addr}{path}")).send().await.unwrap();
     let status = resp.status().as_u16();
     (status, resp.text().await.unwrap())
-}
-
-/// Polls `cond` every 50 ms until it holds or `within` passes.
-async fn eventually<F, Fut>(within: Duration, what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if cond().await {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn crds() -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
