@@ -1,0 +1,338 @@
+//! Step-by-step tests of the machine state machine: one test per transition, each from facts
+//! as the controller would observe them.
+
+use super::*;
+use crate::ipam::{IpFamily, ResolvedAddress};
+use capmox_api::capi::ipam_claims::IpPoolReference;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+fn config(v: serde_json::Value) -> VmConfig {
+    let map: BTreeMap<String, serde_json::Value> = serde_json::from_value(v).unwrap();
+    VmConfig::from(map)
+}
+
+/// A VM that already matches `desired()`.
+fn shaped_config() -> VmConfig {
+    config(json!({
+        "name": "m1", "sockets": 2, "cores": 2, "memory": "2048",
+        "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0",
+        "scsi0": "local-lvm:vm-200-disk-0,size=20G",
+        "tags": "ip_net0_10.0.0.5"
+    }))
+}
+
+fn desired() -> DesiredVm {
+    DesiredVm {
+        sockets: Some(2),
+        cores: Some(2),
+        memory_mib: Some(2048),
+        nics: vec![super::super::desired::DesiredNic {
+            index: 0,
+            model: "virtio".into(),
+            bridge: Some("vmbr0".into()),
+            vlan: None,
+            mtu: None,
+            queues: None,
+        }],
+        boot_disk: Some(("scsi0".into(), 20)),
+        ..Default::default()
+    }
+}
+
+fn vm(power: Power, cfg: VmConfig) -> VmPresence {
+    VmPresence::Ours(Box::new(VmFacts {
+        vmid: 200,
+        node: "pve1".into(),
+        power,
+        uptime_secs: 0,
+        ha_managed: false,
+        config: cfg,
+    }))
+}
+
+fn resolved() -> IpFacts {
+    IpFacts::Resolved(vec![ResolvedAddress {
+        net: "net0".into(),
+        device_index: 0,
+        pool_offset: 0,
+        pool: IpPoolReference {
+            api_group: "ipam.cluster.x-k8s.io".into(),
+            kind: "InClusterIPPool".into(),
+            name: "p".into(),
+        },
+        family: IpFamily::V4,
+        address: "10.0.0.5".parse().unwrap(),
+        prefix: 24,
+        gateway: Some("10.0.0.1".into()),
+        is_default_pool: true,
+        ip_address_name: "m1-net0-00-inet".into(),
+        metric: None,
+    }])
+}
+
+fn facts() -> Facts {
+    Facts {
+        desired: desired(),
+        cluster_infrastructure_ready: true,
+        bootstrap_data_available: true,
+        task: None,
+        retry_after: None,
+        vm: VmPresence::NotReserved,
+        ips: IpFacts::NotChecked,
+        bootstrap_provided: false,
+        provisioned: false,
+        node_joined: false,
+        bootstrap_iso_attached: false,
+    }
+}
+
+#[test]
+fn waits_for_cluster_infrastructure_then_bootstrap_data() {
+    let mut f = facts();
+    f.cluster_infrastructure_ready = false;
+    f.bootstrap_data_available = false;
+    assert_eq!(decide(&f), Step::WaitForClusterInfrastructure);
+    f.cluster_infrastructure_ready = true;
+    assert_eq!(decide(&f), Step::WaitForBootstrapData);
+    assert_eq!(
+        Step::WaitForBootstrapData.reason(),
+        Some(reasons::WAITING_FOR_BOOTSTRAP_DATA_REASON)
+    );
+}
+
+#[test]
+fn reserves_before_cloning_and_clones_only_a_missing_vmid() {
+    let mut f = facts();
+    assert_eq!(decide(&f), Step::ReserveVm);
+    assert!(!Step::ReserveVm.writes_to_proxmox());
+    f.vm = VmPresence::Missing;
+    assert_eq!(decide(&f), Step::CloneVm);
+    assert_eq!(Step::CloneVm.reason(), Some(reasons::CLONING_REASON));
+}
+
+#[test]
+fn adopts_a_vm_left_by_an_interrupted_clone_and_waits_for_its_lock() {
+    let mut f = facts();
+    let mut cfg = shaped_config();
+    cfg.lock = Some("clone".into());
+    f.vm = vm(Power::Stopped, cfg);
+    assert_eq!(decide(&f), Step::WaitForUnlock("clone".into()));
+}
+
+#[test]
+fn a_vmid_taken_by_another_vm_is_reserved_again_before_boot_and_fatal_after() {
+    let mut f = facts();
+    f.vm = VmPresence::Foreign {
+        name: Some("other".into()),
+    };
+    assert_eq!(
+        decide(&f),
+        Step::ForgetVmid {
+            holder: Some("other".into())
+        }
+    );
+    f.bootstrap_provided = true;
+    let Step::Fail(fail) = decide(&f) else {
+        panic!("expected failure")
+    };
+    assert_eq!(fail.reason, reasons::VM_PROVISION_FAILED_REASON);
+    assert_eq!(fail.retry_after, None);
+}
+
+#[test]
+fn running_task_is_polled_and_failed_task_is_handled_first() {
+    let mut f = facts();
+    f.vm = VmPresence::Missing;
+    f.task = Some(TaskFacts::Running);
+    assert_eq!(decide(&f), Step::PollTask);
+    assert_eq!(Step::PollTask.reason(), None, "polling keeps the current reason");
+    f.task = Some(TaskFacts::Failed {
+        kind: "qmclone".into(),
+        exitstatus: "clone failed".into(),
+    });
+    assert!(matches!(decide(&f), Step::HandleFailedTask { .. }));
+    f.task = Some(TaskFacts::Unknown);
+    assert_eq!(decide(&f), Step::ForgetTask);
+    f.task = Some(TaskFacts::Succeeded);
+    assert_eq!(decide(&f), Step::CloneVm);
+    f.retry_after = Some(Duration::from_secs(30));
+    assert_eq!(decide(&f), Step::WaitForRetry(Duration::from_secs(30)));
+}
+
+#[test]
+fn shapes_the_stopped_clone_config_first_then_disk() {
+    let mut f = facts();
+    let mut cfg = shaped_config();
+    cfg.cores = Some(1);
+    f.vm = vm(Power::Stopped, cfg);
+    assert!(matches!(decide(&f), Step::ConfigureVm(u) if u.params().contains_key("cores")));
+    let mut cfg = shaped_config();
+    cfg.disks.get_mut("scsi0").unwrap().size = Some("10G".into());
+    f.vm = vm(Power::Stopped, cfg);
+    assert_eq!(
+        decide(&f),
+        Step::ResizeBootDisk {
+            disk: "scsi0".into(),
+            size_gib: 20
+        }
+    );
+}
+
+#[test]
+fn ip_allocation_steps() {
+    let mut f = facts();
+    f.vm = vm(Power::Stopped, shaped_config());
+    assert_eq!(decide(&f), Step::ClaimIpAddresses);
+    f.ips = IpFacts::ClaimsMissing;
+    assert_eq!(decide(&f), Step::ClaimIpAddresses);
+    f.ips = IpFacts::Pending;
+    assert_eq!(decide(&f), Step::WaitForIpAddresses);
+    f.ips = IpFacts::Conflict("pool mismatch".into());
+    assert_eq!(decide(&f), Step::IpConflict("pool mismatch".into()));
+    let mut cfg = shaped_config();
+    cfg.tags.clear();
+    f.vm = vm(Power::Stopped, cfg);
+    f.ips = resolved();
+    assert_eq!(decide(&f), Step::TagIpAddresses(vec!["ip_net0_10.0.0.5".into()]));
+}
+
+#[test]
+fn delivers_bootstrap_data_once_shaped_and_addressed_then_powers_on() {
+    let mut f = facts();
+    f.vm = vm(Power::Stopped, shaped_config());
+    f.ips = resolved();
+    assert_eq!(decide(&f), Step::DeliverBootstrapData);
+    f.bootstrap_provided = true;
+    assert_eq!(decide(&f), Step::PowerOn);
+    f.vm = vm(Power::Paused, shaped_config());
+    assert_eq!(decide(&f), Step::Resume);
+}
+
+#[test]
+fn config_drift_after_bootstrap_is_not_corrected() {
+    let mut f = facts();
+    let mut cfg = shaped_config();
+    cfg.cores = Some(16);
+    f.vm = vm(Power::Stopped, cfg);
+    f.ips = resolved();
+    f.bootstrap_provided = true;
+    assert_eq!(decide(&f), Step::PowerOn);
+}
+
+#[test]
+fn running_vm_is_checked_then_provisioned_then_iso_removed_after_join() {
+    let mut f = facts();
+    f.vm = vm(Power::Running, shaped_config());
+    f.ips = resolved();
+    f.bootstrap_provided = true;
+    assert_eq!(decide(&f), Step::CheckGuest);
+    f.provisioned = true;
+    f.bootstrap_iso_attached = true;
+    assert_eq!(decide(&f), Step::Idle, "ISO stays until the node joined");
+    f.node_joined = true;
+    assert_eq!(decide(&f), Step::RemoveBootstrapIso);
+    f.bootstrap_iso_attached = false;
+    assert_eq!(decide(&f), Step::Idle);
+    assert_eq!(Step::Idle.reason(), Some(reasons::PROVISIONED_REASON));
+}
+
+#[test]
+fn never_provisioned_without_bootstrap_data_and_power_on() {
+    // Even when the template already matches everything, the VM goes through bootstrap and power-on.
+    let mut f = facts();
+    f.vm = vm(Power::Stopped, shaped_config());
+    f.ips = resolved();
+    assert_eq!(decide(&f), Step::DeliverBootstrapData);
+    f.vm = vm(Power::Running, shaped_config());
+    assert_eq!(
+        decide(&f),
+        Step::DeliverBootstrapData,
+        "running without our data is not provisioned"
+    );
+}
+
+#[test]
+fn provisioned_machine_ignores_gates_and_reports_a_vanished_vm() {
+    let mut f = facts();
+    f.provisioned = true;
+    f.bootstrap_provided = true;
+    f.cluster_infrastructure_ready = false;
+    f.vm = vm(Power::Running, shaped_config());
+    assert_eq!(decide(&f), Step::Idle);
+    f.vm = VmPresence::Missing;
+    assert!(matches!(
+        decide(&f),
+        Step::Fail(Failure {
+            retry_after: None,
+            ..
+        })
+    ));
+}
+
+fn delete_facts() -> DeleteFacts {
+    DeleteFacts {
+        task: None,
+        vm: VmPresence::NotReserved,
+        bootstrap_iso: None,
+        claims_left: false,
+    }
+}
+
+#[test]
+fn delete_stops_then_destroys_then_cleans_up() {
+    let mut f = delete_facts();
+    f.vm = vm(Power::Running, shaped_config());
+    assert_eq!(decide_delete(&f), DeleteStep::StopVm);
+    f.task = Some(TaskFacts::Running);
+    assert_eq!(
+        decide_delete(&f),
+        DeleteStep::PollTask,
+        "never a second stop while one runs"
+    );
+    f.task = Some(TaskFacts::Succeeded);
+    f.vm = vm(Power::Stopped, shaped_config());
+    assert_eq!(decide_delete(&f), DeleteStep::DestroyVm);
+    f.vm = VmPresence::Missing;
+    let iso = IsoLocation {
+        node: "pve1".into(),
+        storage: "local".into(),
+        volid: "local:iso/user-data-200.iso".into(),
+    };
+    f.bootstrap_iso = Some(iso.clone());
+    assert_eq!(decide_delete(&f), DeleteStep::DeleteIso(iso));
+    f.bootstrap_iso = None;
+    f.claims_left = true;
+    assert_eq!(decide_delete(&f), DeleteStep::ReleaseIpAddresses);
+    f.claims_left = false;
+    assert_eq!(decide_delete(&f), DeleteStep::Finish);
+}
+
+#[test]
+fn delete_of_foreign_or_unreserved_vmid_touches_no_vm() {
+    let mut f = delete_facts();
+    assert_eq!(decide_delete(&f), DeleteStep::Finish);
+    f.vm = VmPresence::Foreign {
+        name: Some("x".into()),
+    };
+    assert_eq!(decide_delete(&f), DeleteStep::Finish);
+}
+
+#[test]
+fn delete_waits_for_locks_and_forgets_failed_tasks() {
+    let mut f = delete_facts();
+    let mut cfg = shaped_config();
+    cfg.lock = Some("backup".into());
+    f.vm = vm(Power::Stopped, cfg);
+    assert_eq!(decide_delete(&f), DeleteStep::WaitForUnlock("backup".into()));
+    f.task = Some(TaskFacts::Failed {
+        kind: "qmdestroy".into(),
+        exitstatus: "boom".into(),
+    });
+    assert_eq!(
+        decide_delete(&f),
+        DeleteStep::ForgetTask {
+            failure: Some("boom".into())
+        }
+    );
+}
