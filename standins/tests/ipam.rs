@@ -1,0 +1,205 @@
+//! The in-cluster IPAM stand-in against the in-tree control plane.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use capmox_api::capi::ipam::{InClusterIPPool, InClusterIPPoolSpec};
+use capmox_api::capi::ipam_claims::IpPoolReference;
+use capmox_api::capi::ipam_claims::v1beta2::{IPAddress, IPAddressClaim, IPAddressClaimSpec};
+use capmox_standins::InClusterIpamStandIn;
+use capmox_standins::ipam::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::{Resource, ResourceExt};
+use support::{NS, wait_for};
+
+async fn create_pool(client: &kube::Client, name: &str, addresses: &[&str]) -> InClusterIPPool {
+    let mut pool = InClusterIPPool::new(
+        name,
+        InClusterIPPoolSpec {
+            addresses: addresses.iter().map(|a| (*a).to_owned()).collect(),
+            prefix: 24,
+            gateway: Some("10.5.0.1".into()),
+            ..Default::default()
+        },
+    );
+    pool.metadata.namespace = Some(NS.into());
+    Api::<InClusterIPPool>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &pool)
+        .await
+        .unwrap()
+}
+
+async fn create_claim(client: &kube::Client, name: &str, pool: &str) -> IPAddressClaim {
+    let mut claim = IPAddressClaim::new(
+        name,
+        IPAddressClaimSpec {
+            cluster_name: Some("c1".into()),
+            pool_ref: IpPoolReference {
+                api_group: "ipam.cluster.x-k8s.io".into(),
+                kind: "InClusterIPPool".into(),
+                name: pool.into(),
+            },
+        },
+    );
+    claim.metadata.namespace = Some(NS.into());
+    claim.metadata.labels = Some([("cluster.x-k8s.io/cluster-name".to_owned(), "c1".to_owned())].into());
+    Api::<IPAddressClaim>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &claim)
+        .await
+        .unwrap()
+}
+
+/// Waits until the claim is fulfilled and returns its IPAddress.
+async fn address_of(client: &kube::Client, claim: &str) -> IPAddress {
+    let claims = Api::<IPAddressClaim>::namespaced(client.clone(), NS);
+    let addresses = Api::<IPAddress>::namespaced(client.clone(), NS);
+    let name = wait_for(20, &format!("claim {claim} fulfilled"), || {
+        let claims = claims.clone();
+        async move {
+            let c = claims.get(claim).await.unwrap();
+            c.status?.address_ref.map(|r| r.name).filter(|n| !n.is_empty())
+        }
+    })
+    .await;
+    addresses.get(&name).await.unwrap()
+}
+
+#[tokio::test]
+async fn claim_gets_an_address_with_prefix_gateway_owner_and_labels() {
+    let env = support::start(false).await;
+    let ipam = InClusterIpamStandIn::spawn(env.client.clone(), None);
+    let pool = create_pool(&env.client, "p", &["10.5.0.1-10.5.0.3"]).await;
+    let claim = create_claim(&env.client, "m1-net0-00-inet", "p").await;
+
+    let a = address_of(&env.client, "m1-net0-00-inet").await;
+    assert_eq!(a.name_any(), "m1-net0-00-inet");
+    // 10.5.0.1 is the gateway.
+    assert_eq!(a.spec.address, "10.5.0.2");
+    assert_eq!(a.spec.prefix, 24);
+    assert_eq!(a.spec.gateway.as_deref(), Some("10.5.0.1"));
+    assert_eq!(a.spec.claim_ref.name, "m1-net0-00-inet");
+    assert_eq!(a.spec.pool_ref.name, "p");
+    assert_eq!(
+        a.labels()
+            .get("cluster.x-k8s.io/cluster-name")
+            .map(String::as_str),
+        Some("c1")
+    );
+    let owners = a.owner_references();
+    let claim_owner = owners.iter().find(|o| o.kind == "IPAddressClaim").unwrap();
+    assert_eq!(claim_owner.uid, claim.meta().uid.clone().unwrap());
+    assert_eq!(claim_owner.controller, Some(true));
+    let pool_owner = owners.iter().find(|o| o.kind == "InClusterIPPool").unwrap();
+    assert_eq!(pool_owner.uid, pool.meta().uid.clone().unwrap());
+    assert_eq!(pool_owner.controller, Some(false));
+    assert!(a.finalizers().iter().any(|f| f == PROTECT_ADDRESS_FINALIZER));
+
+    let c = Api::<IPAddressClaim>::namespaced(env.client.clone(), NS)
+        .get("m1-net0-00-inet")
+        .await
+        .unwrap();
+    assert!(c.finalizers().iter().any(|f| f == RELEASE_ADDRESS_FINALIZER));
+    ipam.stop().await;
+}
+
+#[tokio::test]
+async fn concurrent_claims_get_distinct_addresses_and_exhaustion_leaves_pending() {
+    let env = support::start(false).await;
+    let ipam = InClusterIpamStandIn::spawn(env.client.clone(), Some(NS.into()));
+    create_pool(&env.client, "small", &["10.5.0.10", "10.5.0.20-10.5.0.21"]).await;
+    for i in 0..4 {
+        create_claim(&env.client, &format!("c{i}"), "small").await;
+    }
+    let mut got = Vec::new();
+    let claims = Api::<IPAddressClaim>::namespaced(env.client.clone(), NS);
+    // Exactly three of the four claims are fulfilled.
+    let fulfilled = wait_for(20, "three claims fulfilled", || {
+        let claims = claims.clone();
+        async move {
+            let list = claims.list(&Default::default()).await.unwrap();
+            let done: Vec<String> = list
+                .items
+                .iter()
+                .filter(|c| c.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some())
+                .map(ResourceExt::name_any)
+                .collect();
+            (done.len() == 3).then_some(done)
+        }
+    })
+    .await;
+    for name in &fulfilled {
+        got.push(address_of(&env.client, name).await.spec.address);
+    }
+    got.sort();
+    assert_eq!(got, vec!["10.5.0.10", "10.5.0.20", "10.5.0.21"]);
+    let pending: Vec<IPAddressClaim> = claims
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|c| c.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_none())
+        .collect();
+    assert_eq!(pending.len(), 1, "the fourth claim stays pending");
+    let addresses = Api::<IPAddress>::namespaced(env.client.clone(), NS)
+        .list(&Default::default())
+        .await
+        .unwrap();
+    assert_eq!(addresses.items.len(), 3);
+    ipam.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_a_claim_releases_its_address_for_reuse() {
+    let env = support::start(false).await;
+    let ipam = InClusterIpamStandIn::spawn(env.client.clone(), None);
+    create_pool(&env.client, "one", &["10.5.0.50"]).await;
+    create_claim(&env.client, "first", "one").await;
+    assert_eq!(address_of(&env.client, "first").await.spec.address, "10.5.0.50");
+    create_claim(&env.client, "second", "one").await;
+
+    let claims = Api::<IPAddressClaim>::namespaced(env.client.clone(), NS);
+    let addresses = Api::<IPAddress>::namespaced(env.client.clone(), NS);
+    claims.delete("first", &DeleteParams::default()).await.unwrap();
+    // The claim and its address are gone (finalizers removed by the stand-in) ...
+    wait_for(20, "claim and address of `first` deleted", || {
+        let (claims, addresses) = (claims.clone(), addresses.clone());
+        async move {
+            let gone = claims.get_opt("first").await.unwrap().is_none()
+                && addresses.get_opt("first").await.unwrap().is_none();
+            gone.then_some(())
+        }
+    })
+    .await;
+    // ... and the pending claim gets the released address.
+    assert_eq!(address_of(&env.client, "second").await.spec.address, "10.5.0.50");
+    ipam.stop().await;
+}
+
+#[tokio::test]
+async fn claims_of_other_pool_kinds_are_left_alone() {
+    let env = support::start(false).await;
+    let ipam = InClusterIpamStandIn::spawn(env.client.clone(), None);
+    let mut claim = IPAddressClaim::new(
+        "global",
+        IPAddressClaimSpec {
+            cluster_name: None,
+            pool_ref: IpPoolReference {
+                api_group: "ipam.cluster.x-k8s.io".into(),
+                kind: "GlobalInClusterIPPool".into(),
+                name: "g".into(),
+            },
+        },
+    );
+    claim.metadata.namespace = Some(NS.into());
+    let claims = Api::<IPAddressClaim>::namespaced(env.client.clone(), NS);
+    claims.create(&PostParams::default(), &claim).await.unwrap();
+    // A claim of the pool kind handled is fulfilled; the other one is untouched by then.
+    create_pool(&env.client, "p", &["10.5.0.9"]).await;
+    create_claim(&env.client, "mine", "p").await;
+    address_of(&env.client, "mine").await;
+    let other = claims.get("global").await.unwrap();
+    assert!(other.finalizers().is_empty());
+    assert!(other.status.and_then(|s| s.address_ref).is_none());
+    ipam.stop().await;
+}
