@@ -1,6 +1,5 @@
 //! The HTTP(S) server: transport, authentication, routing, parameter handling, faults, request log.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -22,6 +21,7 @@ use crate::auth::{self, Identity};
 use crate::error::{ApiError, ErrorBody};
 use crate::params::{Params, parse_urlencoded, percent_decode};
 use crate::scenario::Scenario;
+use crate::state::gate::Passage;
 use crate::state::{Cluster, SimState, StateError};
 use crate::tls::{self, TlsError};
 
@@ -182,7 +182,7 @@ impl SimServer {
                 tokio::spawn(async move {
                     let service = service_fn(move |req| {
                         let shared = shared.clone();
-                        async move { Ok::<_, Infallible>(handle(shared, req).await) }
+                        async move { handle(shared, req).await }
                     });
                     match acceptor {
                         Some(acceptor) => {
@@ -335,10 +335,19 @@ struct Outcome {
     params: Map<String, Value>,
 }
 
-async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+/// A request dropped at the gate ([`SimState::discard_blocked`]): hyper closes the connection
+/// without a response.
+#[derive(Debug, thiserror::Error)]
+#[error("request discarded at the gate")]
+pub struct Discarded;
+
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Discarded> {
     let method = req.method().clone();
     let raw_path = req.uri().path().to_string();
-    let outcome = process(&shared, req).await;
+    let Some(outcome) = process(&shared, req).await else {
+        tracing::debug!(method = %method, path = %raw_path, "request discarded at the gate");
+        return Err(Discarded);
+    };
     tracing::debug!(method = %method, path = %raw_path, status = outcome.status, "request");
     if let Some(log) = &shared.log {
         let line = json!({
@@ -354,19 +363,22 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<By
             let _ = writeln!(f, "{line}");
         }
     }
-    outcome.response
+    Ok(outcome.response)
 }
 
-async fn process(shared: &Shared, req: Request<Incoming>) -> Outcome {
+/// Processes one request; `None` when it was discarded at the gate.
+async fn process(shared: &Shared, req: Request<Incoming>) -> Option<Outcome> {
     let (parts, body) = req.into_parts();
     let method = parts.method.clone();
     let headers = parts.headers.clone();
     let mut params = Map::new();
-    let fail = |err: ApiError, endpoint, params: Map<String, Value>| Outcome {
-        status: err.status,
-        response: error_response(&err),
-        endpoint,
-        params,
+    let fail = |err: ApiError, endpoint, params: Map<String, Value>| {
+        Some(Outcome {
+            status: err.status,
+            response: error_response(&err),
+            endpoint,
+            params,
+        })
     };
 
     let Some(api_path) = parts.uri.path().strip_prefix("/api2/json") else {
@@ -388,7 +400,13 @@ async fn process(shared: &Shared, req: Request<Incoming>) -> Outcome {
 
     // Body.
     let limit = if is_upload { MAX_UPLOAD } else { MAX_POST };
-    let body = match Limited::new(body, limit).collect().await {
+    let body = Limited::new(body, limit).collect().await;
+    // The gate sits after the body is read (so hyper watches the socket and drops the request if
+    // the client goes away while it waits) and before anything else happens.
+    if shared.state.gate().pass().await == Passage::Discard {
+        return None;
+    }
+    let body = match body {
         Ok(b) => b.to_bytes(),
         Err(_) => return fail(ApiError::not_implemented("for data too large"), endpoint, params),
     };
@@ -498,7 +516,7 @@ async fn process(shared: &Shared, req: Request<Incoming>) -> Outcome {
             if let Some(total) = reply.total {
                 body.insert("total".into(), json!(total));
             }
-            Outcome {
+            Some(Outcome {
                 status: 200,
                 response: respond(
                     200,
@@ -508,7 +526,7 @@ async fn process(shared: &Shared, req: Request<Incoming>) -> Outcome {
                 ),
                 endpoint,
                 params: logged,
-            }
+            })
         }
         Err(err) => fail(err, endpoint, logged),
     }

@@ -1,5 +1,6 @@
 //! The simulated cluster: nodes, storages, VMs, HA resources, tasks, counters, fault switches.
 
+pub mod gate;
 pub mod vm;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -402,6 +403,7 @@ pub fn random_uuid(rng: &mut StdRng) -> String {
 #[derive(Clone)]
 pub struct SimState {
     inner: Arc<Mutex<Cluster>>,
+    gate: Arc<gate::Gate>,
 }
 
 impl std::fmt::Debug for SimState {
@@ -430,6 +432,7 @@ impl SimState {
     pub fn new(cluster: Cluster) -> Self {
         Self {
             inner: Arc::new(Mutex::new(cluster)),
+            gate: Arc::new(gate::Gate::default()),
         }
     }
 
@@ -570,5 +573,55 @@ impl SimState {
     /// Number of tasks still running.
     pub fn running_tasks(&self) -> usize {
         self.with(|c| c.tasks.values().filter(|t| t.exitstatus.is_none()).count())
+    }
+
+    /// The request gate (the server passes every `/api2/json` request through it).
+    pub fn gate(&self) -> &gate::Gate {
+        &self.gate
+    }
+
+    /// Closes the request gate after `n` more requests: the next `n` requests under `/api2/json`
+    /// (any method and path, `POST /access/ticket` and requests failing authentication included)
+    /// are served normally; from request `n + 1` on, every request blocks after its body has been
+    /// read and before anything is processed (no authentication, no counting, no state change)
+    /// until [`SimState::open_gate`] or [`SimState::discard_blocked`]. Calling it again while
+    /// closed replaces the remaining allowance; already blocked requests stay blocked.
+    pub fn gate_after(&self, n: u64) {
+        self.gate.close_after(n);
+    }
+
+    /// Resolves `true` as soon as at least one request is blocked at the gate, `false` after
+    /// `timeout`.
+    pub async fn wait_gate_blocked(&self, timeout: std::time::Duration) -> bool {
+        self.gate.wait_blocked(timeout).await
+    }
+
+    /// Opens the gate: requests still blocked are processed, later requests are not gated.
+    ///
+    /// A blocked request whose client has closed its connection is not processed: the HTTP layer
+    /// notices the end of the connection (the request body has already been read, so it watches
+    /// the socket) and drops the request. That happens asynchronously, so a test that kills a
+    /// client and wants the guarantee without any timing assumption calls
+    /// [`SimState::discard_blocked`] before `open_gate`.
+    pub fn open_gate(&self) {
+        self.gate.open();
+    }
+
+    /// Fails every request blocked at the gate right now: each one's connection is closed without
+    /// a response and the request is never processed (not counted in [`SimState::request_total`]).
+    /// The gate stays closed; requests arriving later block as before.
+    pub fn discard_blocked(&self) {
+        self.gate.discard_blocked();
+    }
+
+    /// Number of requests waiting at the gate right now.
+    pub fn blocked_requests(&self) -> u64 {
+        self.gate.blocked()
+    }
+
+    /// Number of requests under `/api2/json` processed so far (every request that passed the gate,
+    /// whatever its outcome: 2xx, 4xx, 5xx, 501 and failed logins included).
+    pub fn request_total(&self) -> u64 {
+        self.gate.total()
     }
 }
