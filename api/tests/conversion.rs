@@ -110,6 +110,50 @@ fn machine_without_network_gets_dummy_net0() {
 }
 
 #[test]
+fn cloud_init_storage_and_network_config_format_survive_v1alpha1() {
+    let hub = machine_v2(json!({
+        "sourceNode": "pve1", "templateID": 100,
+        "cloudInitStorage": "cephfs", "networkConfigFormat": "v2",
+        "network": {"networkDevices": [{"name": "net0", "bridge": "vmbr0", "defaultIPv4": true, "defaultIPv6": true}]}
+    }));
+    let spoke = down(hub.clone());
+    assert!(spoke["spec"].get("cloudInitStorage").is_none());
+    assert!(spoke["spec"].get("networkConfigFormat").is_none());
+    assert_eq!(conversion_data(&spoke).expect("annotation")["apiVersion"], V2);
+    assert_eq!(up(spoke.clone()), hub);
+    // A v1alpha1 client edits the object: the edit wins, the v1alpha2-only fields come back.
+    let mut edited = spoke;
+    edited["spec"]["numCores"] = json!(4);
+    let back = up(edited);
+    assert_eq!(back["spec"]["numCores"], 4);
+    assert_eq!(back["spec"]["cloudInitStorage"], "cephfs");
+    assert_eq!(back["spec"]["networkConfigFormat"], "v2");
+}
+
+#[test]
+fn network_config_format_defaults_to_capmox() {
+    let spec: v1alpha2::ProxmoxMachineSpec =
+        serde_json::from_value(json!({"network": {"networkDevices": []}})).expect("spec");
+    assert_eq!(
+        spec.network_config_format_or_default(),
+        v1alpha2::NetworkConfigFormat::Capmox
+    );
+    let spec: v1alpha2::ProxmoxMachineSpec =
+        serde_json::from_value(json!({"network": {"networkDevices": []}, "networkConfigFormat": "v2"}))
+            .expect("spec");
+    assert_eq!(
+        spec.network_config_format_or_default(),
+        v1alpha2::NetworkConfigFormat::V2
+    );
+    assert!(
+        serde_json::from_value::<v1alpha2::ProxmoxMachineSpec>(
+            json!({"network": {"networkDevices": []}, "networkConfigFormat": "V2"})
+        )
+        .is_err()
+    );
+}
+
+#[test]
 fn target_replaces_allowed_nodes_and_is_restored() {
     let spoke = machine_v1(
         json!({"sourceNode": "pve1", "templateID": 100, "target": "pve2", "allowedNodes": ["pve1"]}),

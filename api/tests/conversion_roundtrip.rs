@@ -161,6 +161,8 @@ proptest! {
         let back = sm.to_hub().map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(back.spec.num_cores, Some(77));
         prop_assert_eq!(&back.spec.network.zone, &m.spec.network.zone);
+        prop_assert_eq!(&back.spec.cloud_init_storage, &m.spec.cloud_init_storage);
+        prop_assert_eq!(back.spec.network_config_format, m.spec.network_config_format);
         for device in &back.spec.network.network_devices {
             let old = m.spec.network.network_devices.iter().find(|d| d.name == device.name).expect("same names");
             prop_assert_eq!(device.queues, old.queues);

@@ -40,6 +40,28 @@ const ALLOWED_ADDITIONS: &[(&str, &str, &str)] = &[
         "status.failureDomains",
         "CAPI v1beta1 failure domains (map)",
     ),
+    // capmox-rs: choice of the storage the bootstrap ISO is uploaded to (capmox #782).
+    (
+        "ProxmoxMachine v1alpha2",
+        "spec.cloudInitStorage",
+        "bootstrap ISO storage",
+    ),
+    (
+        "ProxmoxMachineTemplate v1alpha2",
+        "spec.template.spec.cloudInitStorage",
+        "same spec field in the template",
+    ),
+    // capmox-rs: plain network-config v2 for Talos' nocloud platform (capmox #51/#94).
+    (
+        "ProxmoxMachine v1alpha2",
+        "spec.networkConfigFormat",
+        "network-config format",
+    ),
+    (
+        "ProxmoxMachineTemplate v1alpha2",
+        "spec.template.spec.networkConfigFormat",
+        "same spec field in the template",
+    ),
     // capmox-rs: periodically refreshed Proxmox node capacity/usage (issue 5).
     (
         "ProxmoxCluster v1alpha2",

@@ -21,6 +21,7 @@ pub fn spec_up(s: &v1alpha1::ProxmoxMachineSpec) -> v1alpha2::ProxmoxMachineSpec
             skip_cloud_init_status: c.skip_cloud_init_status,
             skip_qemu_guest_agent: c.skip_qemu_guest_agent,
         }),
+        cloud_init_storage: None,
         description: s.description.clone(),
         disks: s.disks.as_ref().map(|d| v1alpha2::Storage {
             boot_volume: d.boot_volume.as_ref().map(|b| v1alpha2::DiskSize {
@@ -35,6 +36,7 @@ pub fn spec_up(s: &v1alpha1::ProxmoxMachineSpec) -> v1alpha2::ProxmoxMachineSpec
             provider_id_injection: m.provider_id_injection.unwrap_or(false),
         }),
         network: network_up(&s.network),
+        network_config_format: None,
         num_cores: s.num_cores,
         num_sockets: s.num_sockets,
         pool: s.pool.clone(),
@@ -140,9 +142,16 @@ fn policy_down(p: v1alpha2::TemplateMatchPolicy) -> v1alpha1::TemplateMatchPolic
     }
 }
 
-/// Restores hub-only machine spec data after the v1alpha1 object changed.
+/// Restores hub-only machine spec data after the v1alpha1 object changed: the network extras,
+/// `cloudInitStorage` and `networkConfigFormat` (neither exists in v1alpha1).
 fn restore_hub_spec(hub: &mut v1alpha2::ProxmoxMachineSpec, restored: &v1alpha2::ProxmoxMachineSpec) {
     restore_network(&mut hub.network, &restored.network);
+    if hub.cloud_init_storage.is_none() {
+        hub.cloud_init_storage = restored.cloud_init_storage.clone();
+    }
+    if hub.network_config_format.is_none() {
+        hub.network_config_format = restored.network_config_format;
+    }
 }
 
 /// Restores v1alpha1-only machine spec data: `target` (and the `allowedNodes` it replaced)

@@ -54,6 +54,13 @@ pub struct ProxmoxMachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checks: Option<ProxmoxMachineChecks>,
 
+    /// Proxmox storage the bootstrap (NoCloud) ISO is uploaded to; must allow content `iso` on the
+    /// VM's node. When unset, the first enabled storage with `iso` content in name order is used
+    /// (capmox #782).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub cloud_init_storage: Option<String>,
+
     /// Description set on the VM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -82,6 +89,12 @@ pub struct ProxmoxMachineSpec {
 
     /// Network devices, routes and VRFs of the VM.
     pub network: NetworkSpec,
+
+    /// `capmox` (default): cloud-init network-config version 2 nested under a top-level `network:`
+    /// key, exactly as capmox renders it. `v2`: standard network-config version 2 with
+    /// `version: 2` at the top level, the form Talos' nocloud platform reads (capmox #51/#94).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_config_format: Option<NetworkConfigFormat>,
 
     /// Cores per socket; the template's value when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,6 +157,28 @@ pub struct ProxmoxMachineSpec {
     /// Range to pick the VMID of the new VM from.
     #[serde(rename = "vmIDRange", default, skip_serializing_if = "Option::is_none")]
     pub vm_id_range: Option<VmIdRange>,
+}
+
+impl ProxmoxMachineSpec {
+    /// Network-config format to render (default [`NetworkConfigFormat::Capmox`]).
+    pub fn network_config_format_or_default(&self) -> NetworkConfigFormat {
+        self.network_config_format.unwrap_or_default()
+    }
+}
+
+/// `capmox` (default): cloud-init network-config version 2 nested under a top-level `network:`
+/// key, exactly as capmox renders it. `v2`: standard network-config version 2 with `version: 2`
+/// at the top level, the form Talos' nocloud platform reads (capmox #51/#94).
+// The generated CRD takes this doc as the description of `networkConfigFormat`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum NetworkConfigFormat {
+    /// Network-config version 2 nested under a top-level `network:` key, as capmox renders it.
+    #[default]
+    #[serde(rename = "capmox")]
+    Capmox,
+    /// Standard network-config version 2 with `version: 2` at the top level (Talos nocloud).
+    #[serde(rename = "v2")]
+    V2,
 }
 
 /// Selects a template VM by its tags.

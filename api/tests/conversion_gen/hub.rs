@@ -256,6 +256,19 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
             match_policy,
         })
     });
+    // Hub-only fields: only `full` objects carry them (they need the conversion-data annotation).
+    let hub_only = if full {
+        (
+            opt(word()),
+            opt(prop_oneof![
+                Just(h::NetworkConfigFormat::Capmox),
+                Just(h::NetworkConfigFormat::V2)
+            ]),
+        )
+            .boxed()
+    } else {
+        Just((None, None)).boxed()
+    };
     (
         (
             opt(vec(word(), 1..3)),
@@ -290,6 +303,7 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
             opt(100..99999i64),
         ),
         opt((100..1000i64, 0..1000i64)),
+        hub_only,
     )
         .prop_map(
             |(
@@ -298,12 +312,14 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
                 (num_cores, num_sockets, pool, provider_id),
                 (snap_name, source_node, storage, tags, template_id, template_selector, virtual_machine_id),
                 range,
+                (cloud_init_storage, network_config_format),
             )| h::ProxmoxMachineSpec {
                 allowed_nodes,
                 checks: checks.map(|(a, b)| h::ProxmoxMachineChecks {
                     skip_cloud_init_status: a,
                     skip_qemu_guest_agent: b,
                 }),
+                cloud_init_storage,
                 description,
                 disks: disks.map(|d| h::Storage {
                     boot_volume: d.map(|(disk, size_gb)| h::DiskSize { disk, size_gb }),
@@ -315,6 +331,7 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
                     provider_id_injection: p,
                 }),
                 network,
+                network_config_format,
                 num_cores,
                 num_sockets,
                 pool,
