@@ -20,11 +20,12 @@ pub fn ipam_claims() -> Result<Vec<CustomResourceDefinition>, MergeError> {
     ])
 }
 
-/// Everything the stand-ins watch: the CAPI `Cluster`, the `InClusterIPPool` and the
-/// `IPAddressClaim`/`IPAddress` CRDs.
+/// Everything the stand-ins watch: the CAPI `Cluster` and `Machine`, the `InClusterIPPool` and
+/// the `IPAddressClaim`/`IPAddress` CRDs.
 pub fn all() -> Result<Vec<CustomResourceDefinition>, MergeError> {
     let mut out = vec![
         capmox_api::capi::cluster_crd()?,
+        capmox_api::capi::machine_crd()?,
         capmox_api::capi::in_cluster_ip_pool_crd(),
     ];
     out.extend(ipam_claims()?);

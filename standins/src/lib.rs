@@ -11,6 +11,7 @@
 //! # }
 //! ```
 
+pub mod capi;
 pub mod crds;
 pub mod error;
 pub mod ipam;
@@ -18,6 +19,7 @@ pub mod meta;
 
 mod handle;
 
+pub use capi::CapiStandIn;
 pub use error::StandInError;
 pub use handle::StandInHandle;
 pub use ipam::InClusterIpamStandIn;
