@@ -286,3 +286,7 @@ pub struct VmIdRange {
     #[schemars(range(min = 100, max = 999_999_999))]
     pub start: i64,
 }
+
+#[cfg(test)]
+#[path = "machine_tests.rs"]
+mod tests;
