@@ -249,7 +249,7 @@ pub enum CloudInitResult {
     Done,
     /// `status: error`, exit 1.
     Error,
-    /// `status: degraded done`, exit 2 (cloud-init 23.4+).
+    /// `status: done`, exit 2 (cloud-init 23.4+: recoverable errors; only the extended status says `degraded done`).
     Degraded,
 }
 

@@ -1,6 +1,6 @@
 //! Worker tasks: UPIDs, asynchronous completion after the configured latency, status and log.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
@@ -155,18 +155,30 @@ pub fn start(
     let state = state.clone();
     let task_upid = upid.clone();
     tokio::spawn(async move {
-        if delay > Duration::ZERO {
-            tokio::time::sleep(delay).await;
-        }
+        // Wait for the latency and any hold; a stop (`DELETE .../tasks/{upid}`) ends the wait at
+        // once so an interrupted task cleans up right away, as PVE's worker does on SIGINT.
+        let deadline = tokio::time::Instant::now() + delay;
         loop {
             let notify = state.with(|c| c.task_release.clone());
             let notified = notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if !state.with(|c| c.tasks_held) {
+            let (stopped, held) = state.with(|c| {
+                let stopped = c.tasks.get(&task_upid).is_some_and(|t| t.exitstatus.is_some());
+                (stopped, c.tasks_held)
+            });
+            let elapsed = tokio::time::Instant::now() >= deadline;
+            if stopped || (elapsed && !held) {
                 break;
             }
-            notified.await;
+            if elapsed {
+                notified.await;
+            } else {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => {}
+                    _ = notified => {}
+                }
+            }
         }
         let mut c = state.lock();
         if c.tasks.get(&task_upid).is_some_and(|t| t.exitstatus.is_some()) {

@@ -85,7 +85,9 @@ fn cloud_init_status(c: &Cluster, vm: &Vm) -> ExecResult {
         match vm.cloud_init.unwrap_or(c.guest.cloud_init) {
             CloudInitResult::Done => ("status: done\n", 0),
             CloudInitResult::Error => ("status: error\n", 1),
-            CloudInitResult::Degraded => ("status: degraded done\n", 2),
+            // cloud-init's short format keeps `done` for a degraded run (backwards compatibility);
+            // only the exit code (2: recoverable errors) tells them apart.
+            CloudInitResult::Degraded => ("status: done\n", 2),
         }
     };
     ExecResult {

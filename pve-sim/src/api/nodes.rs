@@ -174,6 +174,8 @@ pub fn task_stop(ctx: &Ctx, p: &Params) -> HandlerResult {
             t.log.push("TASK ERROR: interrupted by signal".into());
             t.exitstatus = Some("interrupted by signal".into());
             t.endtime = Some(crate::tasks::now_epoch());
+            // Wake the task so it runs its cleanup now rather than after its latency.
+            c.task_release.notify_waiters();
         }
         Ok(Reply::data(Value::Null))
     })

@@ -200,7 +200,13 @@ pub fn content_get(ctx: &Ctx, p: &Params) -> HandlerResult {
         let s = storage(c, &node, &name)?;
         if let Some(v) = c.volumes_of(&node, s).and_then(|m| m.get(&volid)) {
             let rel = volid.split_once(':').map(|(_, r)| r).unwrap_or("");
-            let path = format!("/mnt/pve/{}/template/{}", s.name, rel);
+            // PVE's `local` dir storage lives in /var/lib/vz; other file storages are mounted under /mnt/pve.
+            let root = if s.name == "local" {
+                "/var/lib/vz".to_string()
+            } else {
+                format!("/mnt/pve/{}", s.name)
+            };
+            let path = format!("{root}/template/{rel}");
             return Ok(Reply::data(
                 json!({"path": path, "size": v.data.len(), "used": v.data.len(), "format": v.format}),
             ));

@@ -1,6 +1,7 @@
 //! The simulated cluster: nodes, storages, VMs, HA resources, tasks, counters, fault switches.
 
 pub mod gate;
+pub mod leftovers;
 pub mod vm;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,6 +13,7 @@ use tokio::time::Instant;
 
 use crate::scenario::{CloudInitResult, FaultSpec, GuestSpec, LatencySpec, Scenario};
 use crate::tasks::Task;
+pub use leftovers::{Leftovers, VolumeRef};
 pub use vm::{PowerState, Snapshot, Vm};
 
 /// A cluster node.
