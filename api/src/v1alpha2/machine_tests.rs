@@ -89,7 +89,7 @@ fn format_defaults_to_capmox_and_serialises_lowercase() {
     };
     assert_eq!(spec.network_config_format_or_default(), NetworkConfigFormat::V2);
     assert!(
-        serde_json::to_value(&ProxmoxMachineSpec::default())
+        serde_json::to_value(ProxmoxMachineSpec::default())
             .unwrap()
             .get("cloudInitStorage")
             .is_none()
