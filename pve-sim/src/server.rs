@@ -249,8 +249,10 @@ impl SimServer {
         self.state.clone()
     }
 
-    /// Stops accepting connections.
+    /// Stops accepting connections; requests waiting at the request gate (and any later ones on
+    /// open connections) are discarded (connection closed without a response).
     pub async fn shutdown(self) {
+        self.state.gate().shut();
         let _ = self.stop.send(true);
         let _ = self.handle.await;
     }

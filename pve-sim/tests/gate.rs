@@ -258,3 +258,19 @@ async fn aborted_reqwest_client_request_is_dropped_at_the_gate() {
     assert_eq!(st.request_total(), 0);
     assert!(st.vm(203).is_none());
 }
+
+#[tokio::test]
+async fn shutdown_discards_blocked_requests() {
+    let sim = common::start_default().await;
+    let st = sim.server.state();
+    st.gate_after(0);
+    let client = sim.client.clone();
+    let url = format!("{}/version", sim.base);
+    let auth = sim.auth.clone();
+    let blocked = tokio::spawn(async move { client.get(url).header("Authorization", auth).send().await });
+    assert!(st.wait_gate_blocked(WAIT).await);
+    sim.server.shutdown().await;
+    let result = blocked.await.unwrap();
+    assert!(result.is_err(), "no response after shutdown: {result:?}");
+    assert_eq!(st.request_total(), 0);
+}

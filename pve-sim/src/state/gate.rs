@@ -34,6 +34,8 @@ struct GateState {
     discard_epoch: u64,
     /// Requests that passed the gate (processed or being processed).
     total: u64,
+    /// The server is shutting down: every waiting and later request is discarded.
+    shut: bool,
 }
 
 /// Gate shared by the server and the test handle.
@@ -65,6 +67,9 @@ impl Gate {
     pub async fn pass(&self) -> Passage {
         let mut ticket = None;
         self.tx.send_modify(|s| {
+            if s.shut {
+                return;
+            }
             if !s.closed {
                 s.total += 1;
             } else if s.allowance > 0 {
@@ -76,15 +81,19 @@ impl Gate {
             }
         });
         let Some((release, discard)) = ticket else {
-            return Passage::Pass;
+            return if self.tx.borrow().shut {
+                Passage::Discard
+            } else {
+                Passage::Pass
+            };
         };
         let _waiting = Waiting(&self.tx);
         let mut rx = self.tx.subscribe();
         let outcome = rx
-            .wait_for(|s| s.release_epoch != release || s.discard_epoch != discard)
+            .wait_for(|s| s.shut || s.release_epoch != release || s.discard_epoch != discard)
             .await
             .map(|s| {
-                if s.discard_epoch != discard {
+                if s.shut || s.discard_epoch != discard {
                     Passage::Discard
                 } else {
                     Passage::Pass
@@ -119,6 +128,11 @@ impl Gate {
     /// stays closed for later requests.
     pub fn discard_blocked(&self) {
         self.tx.send_modify(|s| s.discard_epoch += 1);
+    }
+
+    /// Server shutdown: discards every waiting request and every later one.
+    pub fn shut(&self) {
+        self.tx.send_modify(|s| s.shut = true);
     }
 
     /// Number of requests waiting at the gate.
@@ -187,6 +201,20 @@ mod tests {
         gate.open();
         assert_eq!(second.await.unwrap(), Passage::Pass);
         assert_eq!(gate.total(), 1);
+    }
+
+    #[tokio::test]
+    async fn shutdown_discards_waiting_and_later_requests() {
+        let gate = Arc::new(Gate::default());
+        gate.close_after(0);
+        let g = gate.clone();
+        let waiter = tokio::spawn(async move { g.pass().await });
+        assert!(gate.wait_blocked(Duration::from_secs(10)).await);
+        gate.shut();
+        assert_eq!(waiter.await.unwrap(), Passage::Discard);
+        gate.open();
+        assert_eq!(gate.pass().await, Passage::Discard);
+        assert_eq!(gate.total(), 0);
     }
 
     #[tokio::test]
