@@ -14,6 +14,8 @@ pub struct ControllerSettings {
     pub concurrency: u16,
     /// Timing of the ProxmoxCluster controller.
     pub cluster: crate::cluster::ClusterSettings,
+    /// Timing of the ProxmoxMachine controller.
+    pub machine: crate::machine::MachineSettings,
 }
 
 /// Everything a reconcile needs besides the object itself.

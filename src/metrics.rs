@@ -9,6 +9,8 @@
 //! - `capmox_proxmox_requests_total{endpoint, method, status}` and
 //!   `capmox_proxmox_request_duration_seconds{endpoint, method}`: every Proxmox HTTP request attempt
 //!   (`status` is `error` when no response arrived);
+//! - `capmox_machines{phase, node}`: ProxmoxMachines by lifecycle phase (the
+//!   `VirtualMachineProvisioned` reason, `Deleting`, …) and Proxmox node (empty before placement);
 //! - `capmox_leader`: 1 while this process holds the leader Lease (or runs without leader election).
 
 use std::sync::Arc;
@@ -59,6 +61,15 @@ pub struct RequestLabels {
     pub status: String,
 }
 
+/// Label set `{phase, node}` of the machine gauge.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PhaseLabels {
+    /// Lifecycle phase.
+    pub phase: String,
+    /// Proxmox node.
+    pub node: String,
+}
+
 /// Label set `{endpoint, method}` of a Proxmox request.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct EndpointLabels {
@@ -92,6 +103,8 @@ pub struct Metrics {
     proxmox_requests: Family<RequestLabels, Counter>,
     proxmox_request_duration: HistogramFamily<EndpointLabels>,
     leader: Gauge,
+    machines: Family<PhaseLabels, Gauge>,
+    machine_phases: std::sync::Mutex<std::collections::HashMap<(String, String), PhaseLabels>>,
 }
 
 impl Default for Metrics {
@@ -113,6 +126,7 @@ impl Metrics {
         let proxmox_request_duration: HistogramFamily<EndpointLabels> =
             Family::new_with_constructor(request_histogram);
         let leader = Gauge::default();
+        let machines = Family::<PhaseLabels, Gauge>::default();
 
         // Counters get the `_total` suffix from the encoder.
         registry.register(
@@ -151,6 +165,12 @@ impl Metrics {
             leader.clone(),
         );
 
+        registry.register(
+            "capmox_machines",
+            "ProxmoxMachines by lifecycle phase and Proxmox node",
+            machines.clone(),
+        );
+
         Self {
             registry,
             reconcile_total,
@@ -160,6 +180,39 @@ impl Metrics {
             proxmox_requests,
             proxmox_request_duration,
             leader,
+            machines,
+            machine_phases: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// Records the phase and node of one ProxmoxMachine (replacing its previous entry).
+    pub fn set_machine_phase(&self, namespace: &str, name: &str, phase: &str, node: &str) {
+        let labels = PhaseLabels {
+            phase: phase.to_owned(),
+            node: node.to_owned(),
+        };
+        let mut m = self
+            .machine_phases
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let old = m.insert((namespace.to_owned(), name.to_owned()), labels.clone());
+        if old.as_ref() == Some(&labels) {
+            return;
+        }
+        if let Some(old) = old {
+            self.machines.get_or_create(&old).dec();
+        }
+        self.machines.get_or_create(&labels).inc();
+    }
+
+    /// Forgets a deleted ProxmoxMachine.
+    pub fn remove_machine(&self, namespace: &str, name: &str) {
+        let mut m = self
+            .machine_phases
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(old) = m.remove(&(namespace.to_owned(), name.to_owned())) {
+            self.machines.get_or_create(&old).dec();
         }
     }
 

@@ -2,5 +2,6 @@
 //! point and write status back.
 
 pub mod cluster;
+pub mod machine;
 
 pub mod rbac;

@@ -1,7 +1,84 @@
-//! The ProxmoxMachine VM lifecycle: the pure placement rules (template, node, VMID) the machine controller applies before cloning.
+//! The ProxmoxMachine VM lifecycle.
+//!
+//! * [`state`]: the pure decision — observed facts in, the single next step out — for provisioning
+//!   and for deletion;
+//! * [`desired`]: what the VM's config should be and how it differs from Proxmox's;
+//! * [`template`], [`scheduling`], [`vmid`]: the pure placement rules applied before the clone;
+//! * [`observe`], [`steps`], [`placement`], [`iso`], [`guest`], [`locations`]: the I/O around them;
+//! * [`reconcile::provision`] and [`delete::delete`]: one pass each, called by the controller.
 
+pub mod delete;
 pub mod desired;
+pub mod error;
+pub mod guest;
+pub mod iso;
+pub mod locations;
+pub mod observe;
+pub mod placement;
+pub mod reconcile;
 pub mod scheduling;
 pub mod state;
+pub mod steps;
 pub mod template;
 pub mod vmid;
+
+use std::time::Duration;
+
+pub use error::MachineError;
+
+/// Timing of the machine controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MachineSettings {
+    /// First delay before polling a Proxmox task or a lock (doubles per poll up to `task_poll_max`).
+    pub task_poll_initial: Duration,
+    /// Longest delay between polls of one task.
+    pub task_poll_max: Duration,
+    /// How long a failed step waits before it is retried (`status.retryAfter`).
+    pub retry_delay: Duration,
+    /// How long after boot the QEMU guest agent may take to answer before the machine fails.
+    pub agent_timeout: Duration,
+    /// How long after boot cloud-init may run before the machine fails.
+    pub cloud_init_timeout: Duration,
+    /// Delay between guest checks.
+    pub guest_poll: Duration,
+    /// How long one pass waits for `cloud-init status` to exit.
+    pub exec_poll_window: Duration,
+    /// Safety-net requeue while waiting on watched objects.
+    pub resync: Duration,
+}
+
+impl Default for MachineSettings {
+    fn default() -> Self {
+        Self {
+            task_poll_initial: Duration::from_secs(1),
+            task_poll_max: Duration::from_secs(10),
+            retry_delay: Duration::from_secs(60),
+            agent_timeout: Duration::from_secs(10 * 60),
+            cloud_init_timeout: Duration::from_secs(30 * 60),
+            guest_poll: Duration::from_secs(5),
+            exec_poll_window: Duration::from_secs(2),
+            resync: Duration::from_secs(10 * 60),
+        }
+    }
+}
+
+/// The current time as a Kubernetes timestamp.
+pub fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// `delay` from now as a Kubernetes timestamp (saturating at the far future).
+pub fn later(delay: Duration) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let later = k8s_openapi::jiff::SignedDuration::try_from(delay)
+        .ok()
+        .and_then(|d| now.checked_add(d).ok())
+        .unwrap_or(k8s_openapi::jiff::Timestamp::MAX);
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(later)
+}
+
+/// How long until `at` (`None` when it has passed).
+pub fn until(at: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Option<Duration> {
+    let left = at.0.duration_since(k8s_openapi::jiff::Timestamp::now());
+    Duration::try_from(left).ok().filter(|d| !d.is_zero())
+}

@@ -98,8 +98,14 @@ pub type ControllerTask = (&'static str, Pin<Box<dyn Future<Output = ()> + Send 
 
 /// The controllers run by the leader. `stop` completes when they must shut down gracefully.
 fn controllers(ctx: Arc<Context>, stop: &Signal) -> Vec<ControllerTask> {
-    use crate::controllers::cluster;
-    vec![(cluster::CONTROLLER, Box::pin(cluster::run(ctx, stop.waiter())))]
+    use crate::controllers::{cluster, machine};
+    vec![
+        (
+            cluster::CONTROLLER,
+            Box::pin(cluster::run(ctx.clone(), stop.waiter())),
+        ),
+        (machine::CONTROLLER, Box::pin(machine::run(ctx, stop.waiter()))),
+    ]
 }
 
 /// A configured manager with bound HTTP listeners, ready to [`run`](Manager::run).

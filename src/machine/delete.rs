@@ -1,0 +1,235 @@
+//! One deletion pass: observe → [`decide_delete`] → execute one step. Stop and destroy are tasks
+//! recorded in `status.taskRef` and awaited before anything else happens, so a pass never issues a
+//! second stop or destroy while one is running; a VM that no longer exists means that part is done.
+
+use capmox_api::v1alpha2::{self as api, ProxmoxCluster, ProxmoxMachine};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams};
+
+use super::MachineSettings;
+use super::error::MachineError;
+use super::observe::{self, recorded_vmid};
+use super::state::{DeleteFacts, DeleteStep, TaskFacts, VmPresence, decide_delete};
+use super::steps::{Next, record_task};
+use super::{iso, locations};
+use crate::conditions::{self, Desired};
+use crate::ipam::{IpamApiVersion, served_ipam_version};
+use crate::proxmox::Client;
+use crate::proxmox::types::{DeleteVmOptions, StopRequest};
+use capmox_api::capi::ipam_claims::{v1beta1, v1beta2};
+
+/// What a deletion pass did.
+#[derive(Debug)]
+pub struct DeleteOutcome {
+    /// The step that ran.
+    pub step: DeleteStep,
+    /// When to look again (ignored when `finished`).
+    pub next: Next,
+    /// Everything is gone: the controller may drop the finalizer.
+    pub finished: bool,
+}
+
+/// Names of the IPAddressClaims controlled by the machine that are not being deleted yet.
+async fn live_claims(kube: &kube::Client, pm: &ProxmoxMachine) -> Result<Vec<String>, MachineError> {
+    let ns = pm.namespace().unwrap_or_default();
+    let uid = pm.uid().unwrap_or_default();
+    let owned = |meta: &kube::api::ObjectMeta| {
+        meta.deletion_timestamp.is_none()
+            && meta
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| r.uid == uid && r.kind == "ProxmoxMachine")
+    };
+    let err = MachineError::kube(format!("listing IPAddressClaims in {ns}"));
+    let names = match served_ipam_version(kube).await {
+        IpamApiVersion::V1beta2 => Api::<v1beta2::IPAddressClaim>::namespaced(kube.clone(), &ns)
+            .list(&ListParams::default())
+            .await
+            .map_err(err)?
+            .items
+            .into_iter()
+            .filter(|c| owned(&c.metadata))
+            .map(|c| c.name_any())
+            .collect(),
+        IpamApiVersion::V1beta1 => Api::<v1beta1::IPAddressClaim>::namespaced(kube.clone(), &ns)
+            .list(&ListParams::default())
+            .await
+            .map_err(err)?
+            .items
+            .into_iter()
+            .filter(|c| owned(&c.metadata))
+            .map(|c| c.name_any())
+            .collect(),
+    };
+    Ok(names)
+}
+
+async fn release_claims(
+    kube: &kube::Client,
+    pm: &ProxmoxMachine,
+    names: &[String],
+) -> Result<(), MachineError> {
+    let ns = pm.namespace().unwrap_or_default();
+    let version = served_ipam_version(kube).await;
+    for name in names {
+        let res = match version {
+            IpamApiVersion::V1beta2 => Api::<v1beta2::IPAddressClaim>::namespaced(kube.clone(), &ns)
+                .delete(name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+            IpamApiVersion::V1beta1 => Api::<v1beta1::IPAddressClaim>::namespaced(kube.clone(), &ns)
+                .delete(name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+        };
+        match res {
+            Ok(()) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(MachineError::kube(format!("deleting IPAddressClaim {ns}/{name}"))(e)),
+        }
+    }
+    Ok(())
+}
+
+fn set_condition(pm: &mut ProxmoxMachine, reason: &str, message: String) {
+    let generation = pm.metadata.generation;
+    let status = pm.status.get_or_insert_with(Default::default);
+    let list = status.conditions.get_or_insert_with(Vec::new);
+    let now = super::now();
+    conditions::set(
+        list,
+        &Desired::falsy(api::VIRTUAL_MACHINE_PROVISIONED_CONDITION, reason, message),
+        generation,
+        &now,
+    );
+    let ready = conditions::ready_summary(list, &[api::VIRTUAL_MACHINE_PROVISIONED_CONDITION]);
+    conditions::set(list, &ready, generation, &now);
+}
+
+/// Runs one deletion pass on `pm`. `proxmox` is `None` when no credentials are available; then
+/// only a machine that never got a VMID can finish.
+pub async fn delete(
+    kube: &kube::Client,
+    proxmox: Option<&Client>,
+    pc: Option<&ProxmoxCluster>,
+    settings: &MachineSettings,
+    pm: &mut ProxmoxMachine,
+) -> Result<DeleteOutcome, MachineError> {
+    let name = pm.name_any();
+    let vmid = recorded_vmid(pm);
+    let st = pm.status.clone().unwrap_or_default();
+    let (task, vm, bootstrap_iso) = match (proxmox, vmid) {
+        (Some(px), Some(id)) => {
+            let task = observe::task_facts(px, st.task_ref.as_deref()).await?;
+            if task == Some(TaskFacts::Succeeded) {
+                pm.status.get_or_insert_with(Default::default).task_ref = None;
+            }
+            let vm = observe::vm_presence(px, &name, Some(id), st.proxmox_node.as_deref()).await?;
+            let node = match &vm {
+                VmPresence::Ours(v) => Some(v.node.clone()),
+                _ => st.proxmox_node.clone(),
+            };
+            let iso = match (&vm, node) {
+                (VmPresence::Ours(_), _) | (_, None) => None,
+                (_, Some(node)) => iso::find(px, &node, id).await?,
+            };
+            (task, vm, iso)
+        }
+        (None, Some(id)) => {
+            set_condition(
+                pm,
+                api::DELETION_FAILED_REASON,
+                format!("no Proxmox credentials to delete VM {id}; waiting for them"),
+            );
+            return Ok(DeleteOutcome {
+                step: DeleteStep::PollTask,
+                next: Next::After(settings.retry_delay),
+                finished: false,
+            });
+        }
+        (_, None) => (None, VmPresence::NotReserved, None),
+    };
+    let claims = live_claims(kube, pm).await?;
+    let facts = DeleteFacts {
+        task,
+        vm: vm.clone(),
+        bootstrap_iso,
+        claims_left: !claims.is_empty(),
+    };
+    let step = decide_delete(&facts);
+    tracing::debug!(machine = %name, ?step, "next delete step");
+    let vm_facts = match &vm {
+        VmPresence::Ours(v) => Some(v.as_ref()),
+        _ => None,
+    };
+    let mut message = String::new();
+    let mut finished = false;
+    let next = match (&step, proxmox, vm_facts) {
+        (DeleteStep::PollTask, _, _) => Next::After(settings.task_poll_initial),
+        (DeleteStep::ForgetTask { failure }, _, _) => {
+            pm.status.get_or_insert_with(Default::default).task_ref = None;
+            if let Some(f) = failure {
+                set_condition(
+                    pm,
+                    api::DELETION_FAILED_REASON,
+                    format!("Proxmox task failed: {f}"),
+                );
+                return Ok(DeleteOutcome {
+                    step,
+                    next: Next::After(settings.task_poll_initial),
+                    finished: false,
+                });
+            }
+            Next::Now
+        }
+        (DeleteStep::WaitForUnlock(lock), _, _) => {
+            message = format!("VM is locked ({lock})");
+            Next::After(settings.task_poll_initial)
+        }
+        (DeleteStep::StopVm, Some(px), Some(v)) => {
+            message = format!("stopping VM {}", v.vmid);
+            match px.stop_vm(&v.node, v.vmid, &StopRequest::default()).await {
+                Ok(upid) => record_task(pm, Some(upid), settings),
+                Err(e) if e.is_not_found() => Next::Now,
+                Err(e) => return Err(MachineError::proxmox(format!("stopping VM {}", v.vmid))(e)),
+            }
+        }
+        (DeleteStep::DestroyVm, Some(px), Some(v)) => {
+            message = format!("destroying VM {}", v.vmid);
+            let opts = DeleteVmOptions {
+                purge: Some(true),
+                destroy_unreferenced_disks: Some(true),
+            };
+            match px.delete_vm(&v.node, v.vmid, &opts).await {
+                Ok(upid) => record_task(pm, Some(upid), settings),
+                Err(e) if e.is_not_found() => Next::Now,
+                Err(e) => return Err(MachineError::proxmox(format!("destroying VM {}", v.vmid))(e)),
+            }
+        }
+        (DeleteStep::DeleteIso(loc), Some(px), _) => {
+            message = format!("deleting {}", loc.volid);
+            iso::delete(px, loc, settings).await?;
+            Next::Now
+        }
+        (DeleteStep::ReleaseIpAddresses, _, _) => {
+            message = "releasing IP addresses".to_owned();
+            release_claims(kube, pm, &claims).await?;
+            Next::Now
+        }
+        (DeleteStep::Finish, _, _) => {
+            if let Some(pc) = pc {
+                locations::forget(kube, pc, &name).await?;
+            }
+            finished = true;
+            Next::Now
+        }
+        (other, _, _) => {
+            return Err(MachineError::Invalid(format!(
+                "delete step {other:?} without a Proxmox client or VM"
+            )));
+        }
+    };
+    set_condition(pm, api::DELETING_REASON, message);
+    Ok(DeleteOutcome { step, next, finished })
+}

@@ -1,0 +1,155 @@
+//! The bootstrap ISO on Proxmox storage: which storage it goes to (deterministic, or the
+//! `cloudInitStorage` the user chose), uploading it once, attaching it as `ide0`, and finding and
+//! deleting it again.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::MachineSettings;
+use super::error::MachineError;
+use super::state::{IsoLocation, VmFacts};
+use crate::bootstrap::{CLOUD_INIT_ISO_DEVICE, CLOUD_INIT_TAG, iso_file_name};
+use crate::proxmox::Client;
+use crate::proxmox::types::{ConfigUpdate, NodeStorage, StorageListQuery};
+
+/// How long an ISO upload or delete task may take before the step is retried.
+const ISO_TASK_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Volume ID of the machine's ISO on `storage`.
+pub fn volid(storage: &str, vmid: u32) -> String {
+    format!("{storage}:iso/{}", iso_file_name(u64::from(vmid)))
+}
+
+/// The storages of `node` that can hold ISO images, in name order (enabled ones only).
+async fn iso_storages(proxmox: &Client, node: &str) -> Result<Vec<NodeStorage>, MachineError> {
+    let mut storages: Vec<NodeStorage> = proxmox
+        .node_storages(node, &StorageListQuery::default())
+        .await
+        .map_err(MachineError::proxmox(format!("listing storages of node {node}")))?
+        .into_iter()
+        .filter(|s| s.is_enabled() && s.supports("iso"))
+        .collect();
+    storages.sort_by(|a, b| a.storage.cmp(&b.storage));
+    Ok(storages)
+}
+
+/// The storage for the machine's ISO: `wanted` when set (it must hold ISO images on the node),
+/// otherwise the first ISO-capable storage by name, so every pass picks the same one (capmox #782).
+pub async fn choose_storage(
+    proxmox: &Client,
+    node: &str,
+    wanted: Option<&str>,
+) -> Result<Result<String, String>, MachineError> {
+    let storages = iso_storages(proxmox, node).await?;
+    Ok(match wanted {
+        Some(w) if storages.iter().any(|s| s.storage == w) => Ok(w.to_owned()),
+        Some(w) => Err(format!(
+            "cloudInitStorage {w:?} is not an enabled storage with content \"iso\" on node {node}"
+        )),
+        None => storages
+            .first()
+            .map(|s| s.storage.clone())
+            .ok_or_else(|| format!("node {node} has no enabled storage with content \"iso\"")),
+    })
+}
+
+async fn exists(proxmox: &Client, node: &str, storage: &str, volid: &str) -> Result<bool, MachineError> {
+    match proxmox.storage_volume(node, storage, volid).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(MachineError::proxmox(format!("looking up {volid}"))(e)),
+    }
+}
+
+async fn await_task(proxmox: &Client, upid: &crate::proxmox::Upid, what: &str) -> Result<(), MachineError> {
+    let status = proxmox
+        .wait_for_task(upid, ISO_TASK_TIMEOUT)
+        .await
+        .map_err(MachineError::proxmox(format!("waiting for {what}")))?;
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(MachineError::Invalid(format!(
+            "{what} failed: {}",
+            status.exitstatus.unwrap_or_default()
+        )))
+    }
+}
+
+/// Uploads the ISO unless a previous (interrupted) pass already did; its content is a pure function
+/// of the machine, so an existing file is the same file.
+pub async fn upload_if_missing(
+    proxmox: &Client,
+    node: &str,
+    storage: &str,
+    vmid: u32,
+    image: Vec<u8>,
+    _settings: &MachineSettings,
+) -> Result<(), MachineError> {
+    let volid = volid(storage, vmid);
+    if exists(proxmox, node, storage, &volid).await? {
+        return Ok(());
+    }
+    let upid = proxmox
+        .upload_iso(node, storage, &iso_file_name(u64::from(vmid)), Bytes::from(image))
+        .await
+        .map_err(MachineError::proxmox(format!("uploading {volid}")))?;
+    await_task(proxmox, &upid, &format!("upload of {volid}")).await
+}
+
+/// Attaches the ISO as `ide0`, appends it to the boot order and tags the VM with
+/// `go-proxmox+cloud-init` (the tag capmox keys its ISO bookkeeping on).
+pub async fn attach(proxmox: &Client, vm: &VmFacts, storage: &str) -> Result<(), MachineError> {
+    let volid = volid(storage, vm.vmid);
+    let boot = match vm.config.boot.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
+        Some(b) if b.contains(CLOUD_INIT_ISO_DEVICE) => b.to_owned(),
+        Some(b) if b.starts_with("order=") => format!("{b};{CLOUD_INIT_ISO_DEVICE}"),
+        Some(b) => b.to_owned(),
+        None => format!("order={CLOUD_INIT_ISO_DEVICE}"),
+    };
+    let tags = super::desired::merged_tags(&vm.config, &[CLOUD_INIT_TAG.to_owned()]);
+    let update = ConfigUpdate::new()
+        .ide0(format!("{volid},media=cdrom"))
+        .boot(boot)
+        .tags(&tags);
+    proxmox
+        .update_vm_config_sync(&vm.node, vm.vmid, &update)
+        .await
+        .map_err(MachineError::proxmox(format!(
+            "attaching {volid} to VM {}",
+            vm.vmid
+        )))
+}
+
+/// Finds the machine's ISO on any ISO-capable storage of `node`.
+pub async fn find(proxmox: &Client, node: &str, vmid: u32) -> Result<Option<IsoLocation>, MachineError> {
+    for s in iso_storages(proxmox, node).await? {
+        let volid = volid(&s.storage, vmid);
+        if exists(proxmox, node, &s.storage, &volid).await? {
+            return Ok(Some(IsoLocation {
+                node: node.to_owned(),
+                storage: s.storage,
+                volid,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Deletes the ISO and waits for the deletion; an already deleted ISO is fine.
+pub async fn delete(
+    proxmox: &Client,
+    iso: &IsoLocation,
+    _settings: &MachineSettings,
+) -> Result<(), MachineError> {
+    match proxmox
+        .delete_storage_volume(&iso.node, &iso.storage, &iso.volid)
+        .await
+    {
+        Ok(Some(upid)) => await_task(proxmox, &upid, &format!("deletion of {}", iso.volid)).await,
+        Ok(None) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(MachineError::proxmox(format!("deleting {}", iso.volid))(e)),
+    }
+}

@@ -1,0 +1,141 @@
+//! The ProxmoxCluster's `status.nodeLocations`: which machine lives on which Proxmox node (the
+//! scheduler's round-robin input). Several machine reconciles update the list at once, so every
+//! change is a read-modify-replace guarded by `resourceVersion`, retried on conflicts.
+
+use capmox_api::v1alpha2::{NodeLocation, NodeLocations, ProxmoxCluster};
+use k8s_openapi::api::core::v1::LocalObjectReference;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+
+use super::error::MachineError;
+
+/// Attempts before a conflicting update is reported as an error.
+const ATTEMPTS: usize = 8;
+
+fn remove(locations: &mut NodeLocations, machine: &str) {
+    for list in [&mut locations.control_plane, &mut locations.workers] {
+        if let Some(l) = list.as_mut() {
+            l.retain(|e| e.machine.name != machine);
+            if l.is_empty() {
+                *list = None;
+            }
+        }
+    }
+}
+
+/// Applies `change` to the current node locations; `false` from `change` means nothing changed.
+async fn update(
+    kube: &kube::Client,
+    pc: &ProxmoxCluster,
+    mut change: impl FnMut(&mut NodeLocations) -> bool,
+) -> Result<(), MachineError> {
+    let ns = pc.namespace().unwrap_or_default();
+    let name = pc.name_any();
+    let api: Api<ProxmoxCluster> = Api::namespaced(kube.clone(), &ns);
+    for _ in 0..ATTEMPTS {
+        let Some(mut current) = api
+            .get_opt(&name)
+            .await
+            .map_err(MachineError::kube(format!("getting ProxmoxCluster {ns}/{name}")))?
+        else {
+            return Ok(());
+        };
+        let status = current.status.get_or_insert_with(Default::default);
+        let locations = status.node_locations.get_or_insert_with(Default::default);
+        if !change(locations) {
+            return Ok(());
+        }
+        if locations.control_plane.is_none() && locations.workers.is_none() {
+            status.node_locations = None;
+        }
+        match api.replace_status(&name, &PostParams::default(), &current).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => {
+                return Err(MachineError::kube(format!(
+                    "updating node locations of ProxmoxCluster {ns}/{name}"
+                ))(e));
+            }
+        }
+    }
+    Err(MachineError::Invalid(format!(
+        "node locations of ProxmoxCluster {ns}/{name} kept changing; retrying"
+    )))
+}
+
+/// Records that `machine` lives on `node` (replacing an older entry).
+pub async fn record(
+    kube: &kube::Client,
+    pc: &ProxmoxCluster,
+    machine: &str,
+    node: &str,
+    zone: Option<String>,
+    control_plane: bool,
+) -> Result<(), MachineError> {
+    update(kube, pc, |locations| {
+        let list = if control_plane {
+            &locations.control_plane
+        } else {
+            &locations.workers
+        };
+        let already = list.as_ref().is_some_and(|l| {
+            l.iter()
+                .any(|e| e.machine.name == machine && e.node == node && e.zone == zone)
+        });
+        if already {
+            return false;
+        }
+        remove(locations, machine);
+        let list = if control_plane {
+            &mut locations.control_plane
+        } else {
+            &mut locations.workers
+        };
+        list.get_or_insert_with(Vec::new).push(NodeLocation {
+            machine: LocalObjectReference {
+                name: machine.to_owned(),
+            },
+            node: node.to_owned(),
+            zone: zone.clone(),
+        });
+        true
+    })
+    .await
+}
+
+/// Forgets where `machine` lived.
+pub async fn forget(kube: &kube::Client, pc: &ProxmoxCluster, machine: &str) -> Result<(), MachineError> {
+    update(kube, pc, |locations| {
+        let present = [&locations.control_plane, &locations.workers]
+            .into_iter()
+            .flatten()
+            .any(|l| l.iter().any(|e| e.machine.name == machine));
+        if present {
+            remove(locations, machine);
+        }
+        present
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remove_drops_empty_lists() {
+        let entry = |m: &str| NodeLocation {
+            machine: LocalObjectReference { name: m.into() },
+            node: "pve1".into(),
+            zone: None,
+        };
+        let mut l = NodeLocations {
+            control_plane: Some(vec![entry("a")]),
+            workers: Some(vec![entry("b"), entry("c")]),
+        };
+        remove(&mut l, "a");
+        remove(&mut l, "b");
+        assert_eq!(l.control_plane, None);
+        assert_eq!(l.workers.as_ref().map(Vec::len), Some(1));
+    }
+}

@@ -1,0 +1,189 @@
+//! Reserving a machine's place before the clone: the template to clone, the node to clone to and a
+//! free VMID, recorded in `spec.virtualMachineID`, `status.proxmoxNode` and the ProxmoxCluster's
+//! `status.nodeLocations` before any Proxmox write happens.
+
+use std::collections::BTreeSet;
+
+use capmox_api::consts::CLUSTER_NAME_LABEL;
+use capmox_api::v1alpha2::{self as api, ProxmoxMachine};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+
+use super::error::MachineError;
+use super::locations;
+use super::scheduling::{self, NodeInfo, SchedulingRequest};
+use super::steps::{Next, StepEnv, StepResult};
+use super::template::{TemplateRef, TemplateSource};
+use super::vmid::{VmidChoice, plan_vmid};
+use crate::proxmox::types::{ClusterResource, ResourceType};
+
+/// How many VMIDs one reservation probes before giving up for this pass.
+const VMID_PROBES: usize = 64;
+
+fn failed(message: impl Into<String>, env: &StepEnv<'_>) -> StepResult {
+    let message = message.into();
+    StepResult {
+        next: Next::After(env.settings.retry_delay),
+        message: message.clone(),
+        failure: Some(super::state::Failure {
+            reason: api::VM_PROVISION_FAILED_REASON,
+            message,
+            retry_after: Some(env.settings.retry_delay),
+        }),
+        warning: None,
+    }
+}
+
+/// The template to clone (`Err(message)` when none or several match).
+pub async fn template(
+    env: &StepEnv<'_>,
+    pm: &ProxmoxMachine,
+) -> Result<Result<TemplateRef, String>, MachineError> {
+    let source = match TemplateSource::from_spec(&pm.spec) {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let resources = match &source {
+        TemplateSource::Fixed(_) => Vec::new(),
+        TemplateSource::Selector { .. } => env
+            .proxmox
+            .cluster_resources(Some(ResourceType::Vm))
+            .await
+            .map_err(MachineError::proxmox("listing VM templates"))?,
+    };
+    Ok(source.select(&resources).map_err(|e| e.to_string()))
+}
+
+/// VMIDs recorded on the other ProxmoxMachines of the same cluster.
+async fn recorded_vmids(env: &StepEnv<'_>, pm: &ProxmoxMachine) -> Result<Vec<i64>, MachineError> {
+    let ns = pm.namespace().unwrap_or_default();
+    let Some(cluster) = pm.labels().get(CLUSTER_NAME_LABEL) else {
+        return Ok(Vec::new());
+    };
+    let api: Api<ProxmoxMachine> = Api::namespaced(env.kube.clone(), &ns);
+    let lp = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster}"));
+    let list = api.list(&lp).await.map_err(MachineError::kube(format!(
+        "listing ProxmoxMachines of cluster {ns}/{cluster}"
+    )))?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|m| m.uid() != pm.uid())
+        .filter_map(|m| m.spec.virtual_machine_id)
+        .collect())
+}
+
+async fn free_vmid(
+    env: &StepEnv<'_>,
+    pm: &ProxmoxMachine,
+    resources: &[ClusterResource],
+) -> Result<Result<u32, String>, MachineError> {
+    let recorded = recorded_vmids(env, pm).await?;
+    let taken: BTreeSet<u32> = recorded.iter().filter_map(|v| u32::try_from(*v).ok()).collect();
+    let vms: Vec<ClusterResource> = resources.iter().filter(|r| r.vmid.is_some()).cloned().collect();
+    let candidates: Box<dyn Iterator<Item = u32> + Send> =
+        match plan_vmid(pm.spec.vm_id_range.as_ref(), recorded, &vms) {
+            Err(e) => return Ok(Err(e.to_string())),
+            Ok(VmidChoice::Candidates(c)) => Box::new(c),
+            Ok(VmidChoice::ProxmoxNext) => {
+                let first = env
+                    .proxmox
+                    .next_id()
+                    .await
+                    .map_err(MachineError::proxmox("asking Proxmox for the next free VMID"))?;
+                Box::new((first..).filter(move |v| !taken.contains(v)))
+            }
+        };
+    for vmid in candidates.take(VMID_PROBES) {
+        let free = env
+            .proxmox
+            .is_vmid_free(vmid)
+            .await
+            .map_err(MachineError::proxmox(format!("checking VMID {vmid}")))?;
+        if free {
+            return Ok(Ok(vmid));
+        }
+    }
+    Ok(Err(
+        super::vmid::VmidError::NoFreeVmid { start: 0, end: 0 }.to_string()
+    ))
+}
+
+/// Chooses template, node and VMID and records them on `pm` and in the ProxmoxCluster.
+pub async fn reserve(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepResult, MachineError> {
+    let resources = env
+        .proxmox
+        .cluster_resources(None)
+        .await
+        .map_err(MachineError::proxmox("listing cluster resources"))?;
+    let source = match TemplateSource::from_spec(&pm.spec) {
+        Ok(s) => s,
+        Err(e) => return Ok(failed(e.to_string(), env)),
+    };
+    let template = match source.select(&resources) {
+        Ok(t) => t,
+        Err(e) => return Ok(failed(e.to_string(), env)),
+    };
+    let allowed = scheduling::effective_allowed_nodes(
+        pm.spec.allowed_nodes.as_deref(),
+        env.pc.spec.allowed_nodes.as_deref(),
+    );
+    let node = match allowed {
+        None => template.node.clone(),
+        Some(allowed) => {
+            let nodes = NodeInfo::from_cluster_resources(&resources);
+            let guests: Vec<ClusterResource> = resources
+                .iter()
+                .filter(|r| r.resource_type == "qemu" || r.resource_type == "lxc")
+                .cloned()
+                .collect();
+            let locations = env.pc.status.as_ref().and_then(|s| s.node_locations.as_ref());
+            let name = pm.name_any();
+            let request = SchedulingRequest {
+                allowed_nodes: allowed,
+                memory_adjustment: env
+                    .pc
+                    .spec
+                    .scheduler_hints
+                    .as_ref()
+                    .and_then(|h| h.memory_adjustment),
+                requested_memory: scheduling::requested_memory_bytes(pm.spec.memory_mib),
+                nodes: &nodes,
+                guests: &guests,
+                placements: scheduling::placements_for(locations, env.machine.control_plane),
+                machine_name: Some(&name),
+            };
+            match scheduling::schedule(&request) {
+                Ok(p) => p.node,
+                Err(e) => return Ok(failed(e.to_string(), env)),
+            }
+        }
+    };
+    let vmid = match free_vmid(env, pm, &resources).await? {
+        Ok(v) => v,
+        Err(message) => return Ok(failed(message, env)),
+    };
+    pm.spec.virtual_machine_id = Some(i64::from(vmid));
+    let status = pm.status.get_or_insert_with(Default::default);
+    status.proxmox_node = Some(node.clone());
+    status.vm_status = Some("pending".to_owned());
+    let zone = pm.spec.network.zone.clone();
+    locations::record(
+        env.kube,
+        env.pc,
+        &pm.name_any(),
+        &node,
+        zone,
+        env.machine.control_plane,
+    )
+    .await?;
+    Ok(StepResult {
+        next: Next::Now,
+        message: format!(
+            "cloning template {} on {} to VM {vmid} on {node}",
+            template.vmid, template.node
+        ),
+        failure: None,
+        warning: None,
+    })
+}

@@ -1,0 +1,180 @@
+//! One provisioning pass: observe → [`decide`] → execute one step → derive status. The caller (the
+//! controller) persists the working copy of the ProxmoxMachine afterwards.
+
+use capmox_api::capi::views::MachineView;
+use capmox_api::v1alpha2::{self as api, ProxmoxCluster, ProxmoxMachine};
+use kube::ResourceExt;
+
+use super::MachineSettings;
+use super::desired::DesiredVm;
+use super::error::MachineError;
+use super::observe::{self, recorded_vmid};
+use super::state::{Facts, IpFacts, Power, Step, TaskFacts, VmPresence, decide};
+use super::steps::{self, Next, StepEnv, StepResult};
+use crate::conditions::{self, Desired};
+use crate::ipam;
+use crate::proxmox::Client;
+
+/// What a provisioning pass did.
+#[derive(Debug)]
+pub struct PassOutcome {
+    /// The step that ran.
+    pub step: Step,
+    /// When to look again.
+    pub next: Next,
+    /// A Warning event to record: `(reason, message)`.
+    pub warning: Option<(String, String)>,
+    /// The step's error (already reflected in the condition message).
+    pub error: Option<MachineError>,
+}
+
+/// Inputs of a pass besides the machine itself.
+pub struct PassInputs<'a> {
+    /// Kubernetes client.
+    pub kube: &'a kube::Client,
+    /// Proxmox client of the machine's cluster.
+    pub proxmox: &'a Client,
+    /// The owner Machine.
+    pub machine: &'a MachineView,
+    /// The owner Cluster's infrastructure is provisioned.
+    pub cluster_infrastructure_ready: bool,
+    /// The machine's ProxmoxCluster.
+    pub pc: &'a ProxmoxCluster,
+    /// Timing.
+    pub settings: &'a MachineSettings,
+}
+
+fn remaining_retry(pm: &ProxmoxMachine) -> Option<std::time::Duration> {
+    let at = pm.status.as_ref()?.retry_after.as_ref()?;
+    super::until(at)
+}
+
+/// Runs one provisioning pass on `pm` (a working copy that receives every spec/status change).
+pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<PassOutcome, MachineError> {
+    let st = pm.status.clone().unwrap_or_default();
+    let task = observe::task_facts(inp.proxmox, st.task_ref.as_deref()).await?;
+    if task == Some(TaskFacts::Succeeded) {
+        pm.status.get_or_insert_with(Default::default).task_ref = None;
+    }
+    let retry_after = remaining_retry(pm);
+    if retry_after.is_none() && st.retry_after.is_some() {
+        pm.status.get_or_insert_with(Default::default).retry_after = None;
+    }
+    let name = pm.name_any();
+    let vm = observe::vm_presence(inp.proxmox, &name, recorded_vmid(pm), st.proxmox_node.as_deref()).await?;
+    let provisioned = st.initialization.as_ref().and_then(|i| i.provisioned) == Some(true);
+    let mut resolution = None;
+    let ips = match &vm {
+        VmPresence::Ours(_) if !provisioned => {
+            let (facts, res) = observe::ip_facts(inp.kube, pm, inp.pc).await?;
+            resolution = res;
+            facts
+        }
+        _ => IpFacts::NotChecked,
+    };
+    let vm_facts = match &vm {
+        VmPresence::Ours(v) => Some(v.as_ref()),
+        _ => None,
+    };
+    if let Some(v) = vm_facts {
+        let status = pm.status.get_or_insert_with(Default::default);
+        if status.proxmox_node.as_deref() != Some(v.node.as_str()) {
+            status.proxmox_node = Some(v.node.clone());
+        }
+        if let Some(uuid) = v.config.smbios_uuid.as_deref().filter(|u| !u.is_empty()) {
+            pm.spec.provider_id = Some(format!("{}{uuid}", capmox_api::consts::PROVIDER_ID_PREFIX));
+        }
+    }
+    let facts = Facts {
+        desired: DesiredVm::from_spec(&pm.spec),
+        cluster_infrastructure_ready: inp.cluster_infrastructure_ready,
+        bootstrap_data_available: inp.machine.bootstrap_data_secret_name.is_some(),
+        task: task.clone(),
+        retry_after,
+        ips: ips.clone(),
+        bootstrap_provided: st.bootstrap_data_provided == Some(true),
+        provisioned,
+        node_joined: inp.machine.node_ref.is_some(),
+        bootstrap_iso_attached: vm_facts.is_some_and(|v| observe::bootstrap_iso_attached(v.vmid, &v.config)),
+        vm: vm.clone(),
+    };
+    let step = decide(&facts);
+    tracing::debug!(machine = %name, ?step, "next step");
+    let env = StepEnv {
+        kube: inp.kube,
+        proxmox: inp.proxmox,
+        machine: inp.machine,
+        pc: inp.pc,
+        settings: inp.settings,
+        resolution: resolution.as_ref(),
+        vm: vm_facts,
+    };
+    let (result, error) = match steps::execute(&step, &env, pm).await {
+        Ok(r) => (r, None),
+        Err(e) => (
+            StepResult {
+                next: Next::After(inp.settings.task_poll_initial),
+                message: e.to_string(),
+                failure: None,
+                warning: None,
+            },
+            Some(e),
+        ),
+    };
+    derive_status(pm, &step, &result, &ips, vm_facts.map(|v| v.power));
+    Ok(PassOutcome {
+        step,
+        next: result.next,
+        warning: result.warning,
+        error,
+    })
+}
+
+/// Sets the condition, addresses and `vmStatus` that follow from the pass.
+fn derive_status(
+    pm: &mut ProxmoxMachine,
+    step: &Step,
+    result: &StepResult,
+    ips: &IpFacts,
+    power: Option<Power>,
+) {
+    let name = pm.name_any();
+    let generation = pm.metadata.generation;
+    let status = pm.status.get_or_insert_with(Default::default);
+    let provisioned = status.initialization.as_ref().and_then(|i| i.provisioned) == Some(true);
+    if let IpFacts::Resolved(resolved) = ips {
+        status.ip_addresses = Some(ipam::ip_addresses_status(resolved));
+        if power == Some(Power::Running)
+            && let Ok(addresses) = ipam::machine_addresses(&name, resolved)
+        {
+            status.addresses = Some(addresses);
+        }
+    }
+    status.vm_status = Some(if provisioned { "ready" } else { "pending" }.to_owned());
+    let desired = match (&result.failure, provisioned) {
+        (Some(f), _) => Some(Desired::falsy(
+            api::VIRTUAL_MACHINE_PROVISIONED_CONDITION,
+            f.reason,
+            f.message.clone(),
+        )),
+        (None, true) => Some(Desired::truthy(
+            api::VIRTUAL_MACHINE_PROVISIONED_CONDITION,
+            api::PROVISIONED_REASON,
+            "",
+        )),
+        (None, false) => step.reason().map(|reason| {
+            Desired::falsy(
+                api::VIRTUAL_MACHINE_PROVISIONED_CONDITION,
+                reason,
+                result.message.clone(),
+            )
+        }),
+    };
+    let now = super::now();
+    let list = status.conditions.get_or_insert_with(Vec::new);
+    if let Some(d) = desired {
+        conditions::set(list, &d, generation, &now);
+    }
+    let ready = conditions::ready_summary(list, &[api::VIRTUAL_MACHINE_PROVISIONED_CONDITION]);
+    conditions::set(list, &ready, generation, &now);
+}
