@@ -133,6 +133,15 @@ pub struct Cli {
     /// How long to wait for the capmox CRDs to be served at startup.
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     pub crd_wait_timeout: Duration,
+
+    /// How long after boot a VM's QEMU guest agent may take to answer before its machine fails
+    /// (capmox waits 5 s per reconcile and retries forever; #506).
+    #[arg(long, env = "CAPMOX_GUEST_AGENT_TIMEOUT", default_value = "10m", value_parser = parse_duration)]
+    pub guest_agent_timeout: Duration,
+
+    /// How long after boot `cloud-init status` may keep reporting `running` before the machine fails.
+    #[arg(long, env = "CAPMOX_CLOUD_INIT_TIMEOUT", default_value = "30m", value_parser = parse_duration)]
+    pub cloud_init_timeout: Duration,
 }
 
 /// Log output format.

@@ -56,8 +56,11 @@ pub const CLUSTER_CONTROLLER: &[Rule] = &[
     rule("events.k8s.io", "events", &["create", "patch"]),
 ];
 
-/// capmox's manager role beyond the ProxmoxCluster controller (the ProxmoxMachine controller:
-/// machines, IPAM claims and addresses, CAPI Machines), kept so the role stays a drop-in.
+/// What the ProxmoxMachine controller does: patches ProxmoxMachines (finalizer, VMID, providerID,
+/// labels, status), updates the ProxmoxCluster's `status.nodeLocations`, reads CAPI Machines and
+/// Clusters (either version), bootstrap and credentials Secrets, creates and deletes
+/// IPAddressClaims, reads IPAddresses and pools, and records events. The list is capmox's manager
+/// role, so the role stays a drop-in.
 pub const MACHINE_CONTROLLER: &[Rule] = &[
     rule(
         "",

@@ -77,6 +77,11 @@ pub fn options_from_cli(cli: &Cli) -> Result<ManagerOptions, ManagerError> {
         settings: ControllerSettings {
             namespace: cli.namespace.clone().filter(|n| !n.is_empty()),
             concurrency: cli.concurrency,
+            machine: crate::machine::MachineSettings {
+                agent_timeout: cli.guest_agent_timeout,
+                cloud_init_timeout: cli.cloud_init_timeout,
+                ..crate::machine::MachineSettings::default()
+            },
             ..ControllerSettings::default()
         },
         leader_election,
