@@ -329,12 +329,21 @@ async fn reconcile(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Result<A
         .as_ref()
         .and_then(|c| c.infrastructure_ref.as_ref())
         .map(|r| r.name.clone());
-    let pc = match &pc_name {
-        Some(n) => Api::<ProxmoxCluster>::namespaced(ctx.client.clone(), &ns)
+    let pcs = Api::<ProxmoxCluster>::namespaced(ctx.client.clone(), &ns);
+    let pc = match (&pc_name, &cluster_name) {
+        (Some(n), _) => pcs
             .get_opt(n)
             .await
             .map_err(MachineError::kube(format!("getting ProxmoxCluster {ns}/{n}")))?,
-        None => None,
+        // The Cluster is gone (e.g. deleted before its machines): find its ProxmoxCluster by label.
+        (None, Some(c)) => pcs
+            .list(&kube::api::ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={c}")))
+            .await
+            .map_err(MachineError::kube(format!("listing ProxmoxClusters of cluster {ns}/{c}")))?
+            .items
+            .into_iter()
+            .next(),
+        (None, None) => None,
     };
     let settings = &ctx.settings.machine;
     if deleting {
