@@ -33,6 +33,32 @@ pub enum StandInError {
     },
 }
 
+impl StandInError {
+    /// Whether the error is an optimistic-concurrency conflict (the object changed since it was
+    /// read): expected now and then, retried at once and not worth a warning.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, StandInError::Kube { source, .. } if is_conflict(source))
+    }
+}
+
+/// Logs a reconcile error (conflicts at debug level, others as warnings) for `stand_in`.
+pub(crate) fn log_retry(stand_in: &str, err: &StandInError) {
+    if err.is_conflict() {
+        tracing::debug!(stand_in, error = %err, "conflict; retrying");
+    } else {
+        tracing::warn!(stand_in, error = %err, "retrying");
+    }
+}
+
+/// How long to wait before retrying after `err`: conflicts are retried almost at once.
+pub(crate) fn retry_delay(err: &StandInError, otherwise: std::time::Duration) -> std::time::Duration {
+    if err.is_conflict() {
+        std::time::Duration::from_millis(50)
+    } else {
+        otherwise
+    }
+}
+
 /// Builds a [`StandInError::Kube`] with context.
 pub(crate) fn kube_err(action: impl Into<String>) -> impl FnOnce(kube::Error) -> StandInError {
     let action = action.into();

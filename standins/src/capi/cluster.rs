@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::objects::{PROXMOX_CLUSTER_KIND, controlled_by, set_cluster_owner};
 use super::{CLUSTER_FINALIZER, DELETE_POLL, ERROR_RETRY, scoped};
-use crate::error::{StandInError, is_not_found, kube_err};
+use crate::error::{StandInError, is_not_found, kube_err, log_retry};
 use crate::handle::StopSignal;
 use crate::meta::{add_finalizer, describe, patch_params, remove_finalizer};
 
@@ -68,8 +68,8 @@ fn infra_name(c: &Cluster) -> Option<String> {
 }
 
 fn error_policy(_c: Arc<Cluster>, err: &StandInError, _ctx: Arc<Ctx>) -> Action {
-    tracing::warn!(error = %err, "CAPI stand-in (Cluster): retrying");
-    Action::requeue(ERROR_RETRY)
+    log_retry("CAPI Cluster", err);
+    Action::requeue(crate::error::retry_delay(err, ERROR_RETRY))
 }
 
 async fn reconcile(c: Arc<Cluster>, ctx: Arc<Ctx>) -> Result<Action, StandInError> {

@@ -20,7 +20,7 @@ use serde_json::json;
 use super::cluster::delete_ignoring_missing;
 use super::objects::{PROXMOX_MACHINE_KIND, controlled_by, set_machine_owner};
 use super::{DELETE_POLL, ERROR_RETRY, MACHINE_FINALIZER, scoped};
-use crate::error::{StandInError, kube_err};
+use crate::error::{StandInError, kube_err, log_retry};
 use crate::handle::StopSignal;
 use crate::meta::{add_finalizer, controller_owner, describe, patch_params, remove_finalizer};
 
@@ -68,8 +68,8 @@ fn infra_name(m: &Machine) -> Option<String> {
 }
 
 fn error_policy(_m: Arc<Machine>, err: &StandInError, _ctx: Arc<Ctx>) -> Action {
-    tracing::warn!(error = %err, "CAPI stand-in (Machine): retrying");
-    Action::requeue(ERROR_RETRY)
+    log_retry("CAPI Machine", err);
+    Action::requeue(crate::error::retry_delay(err, ERROR_RETRY))
 }
 
 async fn reconcile(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, StandInError> {

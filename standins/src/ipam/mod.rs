@@ -39,7 +39,7 @@ use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use crate::error::{StandInError, is_conflict, is_not_found, kube_err};
+use crate::error::{StandInError, is_conflict, is_not_found, kube_err, log_retry};
 use crate::handle::{StandInHandle, StopSignal};
 use crate::meta::{add_finalizer, describe, owner_reference, patch_params, remove_finalizer};
 
@@ -141,8 +141,8 @@ fn handled(claim: &IPAddressClaim) -> bool {
 }
 
 fn error_policy(_claim: Arc<IPAddressClaim>, err: &StandInError, _ctx: Arc<Ctx>) -> Action {
-    tracing::warn!(error = %err, "in-cluster IPAM stand-in: retrying");
-    Action::requeue(ERROR_RETRY)
+    log_retry("in-cluster IPAM", err);
+    Action::requeue(crate::error::retry_delay(err, ERROR_RETRY))
 }
 
 async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Action, StandInError> {
