@@ -527,7 +527,11 @@ async fn persist_status(
     if old.status == new.status {
         return Ok(());
     }
-    let body = json!({ "status": new.status });
+    // A merge patch of the new status alone cannot clear fields (`None` is not serialised), so a
+    // cleared `taskRef` or `retryAfter` would come back on the next read: send the difference,
+    // with `null` for every removed field.
+    let to_value = |pm: &ProxmoxMachine| serde_json::to_value(&pm.status).unwrap_or(Value::Null);
+    let body = json!({ "status": merge_diff(&to_value(old), &to_value(new)) });
     let api: Api<ProxmoxMachine> = Api::namespaced(ctx.client.clone(), &old.namespace().unwrap_or_default());
     match api
         .patch_status(&old.name_any(), &PatchParams::default(), &Patch::Merge(&body))
@@ -539,6 +543,32 @@ async fn persist_status(
             "patching status of ProxmoxMachine {}",
             key(old)
         ))(e)),
+    }
+}
+
+/// The JSON merge patch (RFC 7396) that turns `old` into `new`: changed and added keys with their
+/// new values, removed keys as `null`, objects diffed recursively.
+fn merge_diff(old: &Value, new: &Value) -> Value {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in n {
+                match o.get(k) {
+                    Some(ov) if ov == v => {}
+                    Some(ov) => {
+                        out.insert(k.clone(), merge_diff(ov, v));
+                    }
+                    None => {
+                        out.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            for k in o.keys().filter(|k| !n.contains_key(*k)) {
+                out.insert(k.clone(), Value::Null);
+            }
+            Value::Object(out)
+        }
+        _ => new.clone(),
     }
 }
 
@@ -574,6 +604,18 @@ fn error_policy(pm: Arc<ProxmoxMachine>, err: &MachineError, mc: Arc<MachineCtx>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_diff_clears_removed_fields() {
+        let old = json!({"taskRef": "UPID:x", "vmStatus": "pending", "initialization": {"provisioned": false}, "conditions": [1]});
+        let new =
+            json!({"vmStatus": "pending", "initialization": {"provisioned": true}, "conditions": [1, 2]});
+        assert_eq!(
+            merge_diff(&old, &new),
+            json!({"taskRef": null, "initialization": {"provisioned": true}, "conditions": [1, 2]})
+        );
+        assert_eq!(merge_diff(&Value::Null, &json!({"a": 1})), json!({"a": 1}));
+    }
 
     #[test]
     fn claim_names_map_back_to_machines() {
