@@ -15,6 +15,9 @@ struct Args {
     /// Show the manager's and the stand-ins' logs (info level) on stderr.
     #[arg(long)]
     verbose: bool,
+    /// Reconcile concurrency of the manager's controllers.
+    #[arg(long, default_value_t = 4)]
+    concurrency: u16,
 }
 
 #[tokio::main]
@@ -34,6 +37,7 @@ async fn main() -> ExitCode {
 
     let opts = capmox_demo::DemoOptions {
         profile_instant: args.instant,
+        concurrency: args.concurrency,
         ..capmox_demo::DemoOptions::default()
     };
     match capmox_demo::run(opts, std::io::stdout()).await {
