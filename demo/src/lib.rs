@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use capmox::context::ControllerSettings;
 use capmox::manager::{Manager, ManagerError, ManagerOptions};
-use capmox_standins::{CapiStandIn, InClusterIpamStandIn};
+use capmox_standins::StandIns;
 use testenv::{ServerOptions, TestEnv, TestEnvOptions};
 
 pub use report::{LeakReport, MachineSummary};
@@ -199,8 +199,7 @@ pub async fn run(opts: DemoOptions, out: impl Write) -> Result<DemoReport, DemoE
     let manager = tokio::spawn(manager.run(async move {
         let _ = stopped.await;
     }));
-    let capi = CapiStandIn::spawn(client.clone(), None);
-    let ipam = InClusterIpamStandIn::spawn(client.clone(), None);
+    let stand_ins = StandIns::spawn(client.clone(), None);
     p.line("capmox manager running in-process, with stand-ins for core Cluster API and the in-cluster IPAM provider")?;
 
     let result = steps::Demo {
@@ -219,8 +218,7 @@ pub async fn run(opts: DemoOptions, out: impl Write) -> Result<DemoReport, DemoE
         Err(_) => tracing::warn!("the manager did not stop within 15 s"),
         Ok(Ok(Ok(()))) => {}
     }
-    capi.stop().await;
-    ipam.stop().await;
+    stand_ins.stop().await;
     sim.shutdown().await;
     drop(env);
     result

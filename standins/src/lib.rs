@@ -23,3 +23,28 @@ pub use capi::CapiStandIn;
 pub use error::StandInError;
 pub use handle::StandInHandle;
 pub use ipam::InClusterIpamStandIn;
+
+/// Both stand-ins, started together.
+#[derive(Debug)]
+pub struct StandIns {
+    /// The core Cluster API stand-in.
+    pub capi: StandInHandle,
+    /// The in-cluster IPAM provider stand-in.
+    pub ipam: StandInHandle,
+}
+
+impl StandIns {
+    /// Starts [`CapiStandIn`] and [`InClusterIpamStandIn`] for `namespace` (all when `None`).
+    pub fn spawn(client: kube::Client, namespace: Option<String>) -> Self {
+        Self {
+            capi: CapiStandIn::spawn(client.clone(), namespace.clone()),
+            ipam: InClusterIpamStandIn::spawn(client, namespace),
+        }
+    }
+
+    /// Stops both and waits for them.
+    pub async fn stop(self) {
+        self.capi.stop().await;
+        self.ipam.stop().await;
+    }
+}
