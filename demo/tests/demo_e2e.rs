@@ -66,3 +66,33 @@ async fn demo_provisions_three_machines_and_leaks_nothing() {
         "progress lines printed:\n{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_that_does_not_finish_in_time_is_a_clear_error() {
+    let opts = DemoOptions {
+        profile_instant: true,
+        provision_timeout: Duration::ZERO,
+        ..DemoOptions::default()
+    };
+    let mut out = Vec::new();
+    let err = run(opts, &mut out)
+        .await
+        .expect_err("a zero timeout cannot be met");
+    let msg = err.to_string();
+    assert!(
+        matches!(
+            err,
+            capmox_demo::DemoError::Timeout {
+                step: "the machines to be provisioned",
+                ..
+            }
+        ),
+        "{msg}"
+    );
+    assert!(
+        msg.starts_with("timed out after 0ns waiting for the machines to be provisioned; last state: "),
+        "{msg}"
+    );
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.contains("created 3 Machines"), "{text}");
+}
