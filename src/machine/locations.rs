@@ -63,6 +63,42 @@ async fn update(
     )))
 }
 
+/// Puts `machine` on `node` in `locations` (replacing an older entry); `false` when it is there already.
+fn place(
+    locations: &mut NodeLocations,
+    machine: &str,
+    node: &str,
+    zone: Option<&String>,
+    control_plane: bool,
+) -> bool {
+    let list = if control_plane {
+        &locations.control_plane
+    } else {
+        &locations.workers
+    };
+    let already = list.as_ref().is_some_and(|l| {
+        l.iter()
+            .any(|e| e.machine.name == machine && e.node == node && e.zone.as_ref() == zone)
+    });
+    if already {
+        return false;
+    }
+    remove(locations, machine);
+    let list = if control_plane {
+        &mut locations.control_plane
+    } else {
+        &mut locations.workers
+    };
+    list.get_or_insert_with(Vec::new).push(NodeLocation {
+        machine: LocalObjectReference {
+            name: machine.to_owned(),
+        },
+        node: node.to_owned(),
+        zone: zone.cloned(),
+    });
+    true
+}
+
 /// Records that `machine` lives on `node` (replacing an older entry).
 pub async fn record(
     kube: &kube::Client,
@@ -73,34 +109,39 @@ pub async fn record(
     control_plane: bool,
 ) -> Result<(), MachineError> {
     update(kube, pc, |locations| {
-        let list = if control_plane {
-            &locations.control_plane
-        } else {
-            &locations.workers
-        };
-        let already = list.as_ref().is_some_and(|l| {
-            l.iter()
-                .any(|e| e.machine.name == machine && e.node == node && e.zone == zone)
-        });
-        if already {
-            return false;
-        }
-        remove(locations, machine);
-        let list = if control_plane {
-            &mut locations.control_plane
-        } else {
-            &mut locations.workers
-        };
-        list.get_or_insert_with(Vec::new).push(NodeLocation {
-            machine: LocalObjectReference {
-                name: machine.to_owned(),
-            },
-            node: node.to_owned(),
-            zone: zone.clone(),
-        });
-        true
+        place(locations, machine, node, zone.as_ref(), control_plane)
     })
     .await
+}
+
+/// Records that `machine` lives on `node` only if the ProxmoxCluster is still exactly `pc` (same
+/// `resourceVersion`), i.e. the node locations the scheduler chose `node` from are still current.
+/// `false` when another machine was placed meanwhile: the caller schedules again with fresh data,
+/// so concurrent reservations cannot all pick the same node.
+pub async fn record_if_unchanged(
+    kube: &kube::Client,
+    pc: &ProxmoxCluster,
+    machine: &str,
+    node: &str,
+    zone: Option<String>,
+    control_plane: bool,
+) -> Result<bool, MachineError> {
+    let mut current = pc.clone();
+    let status = current.status.get_or_insert_with(Default::default);
+    let locations = status.node_locations.get_or_insert_with(Default::default);
+    if !place(locations, machine, node, zone.as_ref(), control_plane) {
+        return Ok(true);
+    }
+    let ns = pc.namespace().unwrap_or_default();
+    let name = pc.name_any();
+    let api: Api<ProxmoxCluster> = Api::namespaced(kube.clone(), &ns);
+    match api.replace_status(&name, &PostParams::default(), &current).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(MachineError::kube(format!(
+            "updating node locations of ProxmoxCluster {ns}/{name}"
+        ))(e)),
+    }
 }
 
 /// Forgets where `machine` lived.

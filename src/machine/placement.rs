@@ -128,6 +128,7 @@ pub async fn reserve(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepR
         pm.spec.allowed_nodes.as_deref(),
         env.pc.spec.allowed_nodes.as_deref(),
     );
+    let scheduled = allowed.is_some();
     let node = match allowed {
         None => template.node.clone(),
         Some(allowed) => {
@@ -163,20 +164,29 @@ pub async fn reserve(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepR
         Ok(v) => v,
         Err(message) => return Ok(failed(message, env)),
     };
+    let (name, zone, cp) = (
+        pm.name_any(),
+        pm.spec.network.zone.clone(),
+        env.machine.control_plane,
+    );
+    if scheduled {
+        // The node was chosen from this pass's node locations: record it only if they are still
+        // current, otherwise schedule again (concurrent reservations would pick the same node).
+        if !locations::record_if_unchanged(env.kube, env.pc, &name, &node, zone, cp).await? {
+            return Ok(StepResult {
+                next: Next::Now,
+                message: "node locations changed while scheduling; scheduling again".to_owned(),
+                failure: None,
+                warning: None,
+            });
+        }
+    } else {
+        locations::record(env.kube, env.pc, &name, &node, zone, cp).await?;
+    }
     pm.spec.virtual_machine_id = Some(i64::from(vmid));
     let status = pm.status.get_or_insert_with(Default::default);
     status.proxmox_node = Some(node.clone());
     status.vm_status = Some("pending".to_owned());
-    let zone = pm.spec.network.zone.clone();
-    locations::record(
-        env.kube,
-        env.pc,
-        &pm.name_any(),
-        &node,
-        zone,
-        env.machine.control_plane,
-    )
-    .await?;
     Ok(StepResult {
         next: Next::Now,
         message: format!(
