@@ -875,3 +875,79 @@ async fn failed_clone_task_is_reported_and_retried() {
     assert_eq!(st.non_template_vmids(), vec![vmid_of(&pm)]);
     h.stop().await;
 }
+
+/// Clones onto the same node-local storage at the same time fail in the task with PVE's storage
+/// lock timeout; the machines report it and retry until every one is cloned and provisioned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_lock_contention_is_retried() {
+    let h = Harness::start().await;
+    let st = h.sim.state();
+    st.set_latency(pve_sim::LatencySpec {
+        tasks: BTreeMap::from([("qmclone-full".to_owned(), 400)]),
+        ..pve_sim::LatencySpec::default()
+    });
+    st.set_faults(FaultSpec {
+        storage_lock_contention: 1.0,
+        ..FaultSpec::default()
+    });
+    h.create_cluster("lck", json!({})).await;
+    let names: Vec<String> = (0..3).map(|i| format!("lck-{i}")).collect();
+    futures::future::join_all(
+        names
+            .iter()
+            .map(|n| h.create_machine("lck", n, false, cloud_config(), json!({}))),
+    )
+    .await;
+    for n in &names {
+        h.wait_provisioned(n, 80).await;
+    }
+    let mut contended = 0;
+    for n in &names {
+        contended += warnings(&h, n, "CloningFailed")
+            .await
+            .iter()
+            .filter(|e| e.note.as_deref().unwrap_or_default().contains("can't lock file"))
+            .count();
+    }
+    assert!(contended >= 1, "at least one clone ran into the storage lock");
+    assert_eq!(st.non_template_vmids().len(), 3);
+    h.stop().await;
+}
+
+/// Requests whose connection drops without an answer (as on a network failure or a proxy timeout)
+/// are retried: the machine provisions, exactly one VM exists, and the failed attempts are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_connections_are_retried() {
+    let h = Harness::start().await;
+    let st = h.sim.state();
+    h.create_cluster("drp", json!({})).await;
+    // Let the cluster controller settle first, then drop every 7th request of the machine's run.
+    wait_for(30, "ProxmoxCluster provisioned", || async {
+        let pc = h.pcs().get("drp").await.unwrap();
+        pc.status
+            .and_then(|s| s.initialization)
+            .and_then(|i| i.provisioned)
+            .filter(|p| *p)
+    })
+    .await;
+    st.gate_after(7);
+    h.create_machine("drp", "drp-m", false, cloud_config(), json!({}))
+        .await;
+    for _ in 0..4 {
+        assert!(st.wait_gate_blocked(std::time::Duration::from_secs(20)).await);
+        st.discard_blocked();
+        st.gate_after(7);
+    }
+    st.open_gate();
+    let pm = h.wait_provisioned("drp-m", 60).await;
+    assert_eq!(st.non_template_vmids(), vec![vmid_of(&pm)], "no duplicate VM");
+    let failed_attempts: f64 = h
+        .metrics
+        .render()
+        .lines()
+        .filter(|l| l.starts_with("capmox_proxmox_requests_total{") && !l.contains("status=\"2"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(failed_attempts >= 1.0, "{}", h.metrics.render());
+    h.stop().await;
+}
