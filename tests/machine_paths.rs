@@ -951,3 +951,116 @@ async fn dropped_connections_are_retried() {
     assert!(failed_attempts >= 1.0, "{}", h.metrics.render());
     h.stop().await;
 }
+
+/// A spec the template already satisfies (nothing to configure or resize) still goes through
+/// bootstrap delivery and power-on before it is provisioned (capmox marks such a VM ready without
+/// ever starting it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_to_configure_still_delivers_bootstrap_and_powers_on() {
+    let h = Harness::start().await;
+    h.create_cluster("same", json!({})).await;
+    h.create_machine(
+        "same",
+        "same-m",
+        false,
+        cloud_config(),
+        json!({"numSockets": 1, "numCores": 2, "memoryMiB": 2048, "disks": null}),
+    )
+    .await;
+    let pm = h.wait_provisioned("same-m", 60).await;
+    let st = h.sim.state();
+    assert_eq!(pm.status.as_ref().unwrap().bootstrap_data_provided, Some(true));
+    assert_eq!(st.vm(vmid_of(&pm)).unwrap().power, pve_sim::PowerState::Running);
+    assert_eq!(st.request_count(START), 1);
+    assert!(st.request_count("POST /nodes/{node}/storage/{storage}/upload") >= 1);
+    h.stop().await;
+}
+
+/// A `qmstart` task that fails although the VM runs (as PVE sometimes reports) is reported, and the
+/// machine then goes on with the running VM instead of starting it again or failing for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_task_failing_while_vm_runs_still_provisions() {
+    let h = Harness::start().await;
+    let st = h.sim.state();
+    st.set_faults(FaultSpec {
+        start_fails_but_runs: 1.0,
+        ..FaultSpec::default()
+    });
+    h.create_cluster("sfr", json!({})).await;
+    h.create_machine("sfr", "sfr-m", false, cloud_config(), json!({}))
+        .await;
+    h.wait_provisioned("sfr-m", 60).await;
+    assert_eq!(st.request_count(START), 1, "the running VM is not started again");
+    assert!(!warnings(&h, "sfr-m", "PoweringOnFailed").await.is_empty());
+    h.stop().await;
+}
+
+/// The guest checks give up after their timeouts: an agent that never answers and a cloud-init that
+/// never finishes end in `VMProvisionFailed` naming the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guest_check_timeouts_fail_the_machine() {
+    let settings = capmox::machine::MachineSettings {
+        agent_timeout: std::time::Duration::from_secs(1),
+        cloud_init_timeout: std::time::Duration::from_secs(1),
+        ..fast_machine_settings()
+    };
+    let h = Harness::start_with(pve_sim::SimConfig::default(), settings).await;
+    let st = h.sim.state();
+    st.set_latency(pve_sim::LatencySpec {
+        cloud_init_done_ms: Some(3_600_000),
+        ..pve_sim::LatencySpec::default()
+    });
+    h.create_cluster("to", json!({})).await;
+    h.create_machine("to", "to-ci", false, cloud_config(), json!({}))
+        .await;
+    h.wait_pm("to-ci", 60, "cloud-init timeout", |pm| {
+        failed_with(pm, "VMProvisionFailed", "cloud-init did not finish within 1s")
+    })
+    .await;
+    st.set_faults(agent_stalled());
+    h.create_machine("to", "to-agent", false, cloud_config(), json!({}))
+        .await;
+    h.wait_pm("to-agent", 60, "agent timeout", |pm| {
+        failed_with(
+            pm,
+            "VMProvisionFailed",
+            "QEMU guest agent did not start within 1s",
+        )
+    })
+    .await;
+    for name in ["to-ci", "to-agent"] {
+        assert!(!h.pms().get(name).await.unwrap().is_provisioned());
+    }
+    h.stop().await;
+}
+
+/// A provisioned machine whose VM disappears from Proxmox reports it instead of cloning a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vanished_vm_is_reported_not_recreated() {
+    let h = Harness::start().await;
+    let st = h.sim.state();
+    h.create_cluster("gone", json!({})).await;
+    h.create_machine("gone", "gone-m", false, cloud_config(), json!({}))
+        .await;
+    let pm = h.wait_provisioned("gone-m", 60).await;
+    let vmid = vmid_of(&pm);
+    st.with(|c| c.vms.remove(&vmid));
+    // Any change to the Machine makes the controller look again.
+    h.machines()
+        .patch(
+            "gone-m",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"poke": "1"}}})),
+        )
+        .await
+        .unwrap();
+    let failed = h
+        .wait_pm("gone-m", 30, "VM missing reported", |pm| {
+            failed_with(pm, "VMProvisionFailed", "no longer exists")
+        })
+        .await;
+    assert_eq!(vmid_of(&failed), vmid);
+    assert_eq!(st.request_count(CLONE), 1, "no second clone");
+    assert!(st.non_template_vmids().is_empty());
+    h.stop().await;
+}
