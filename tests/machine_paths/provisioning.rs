@@ -1,7 +1,7 @@
 //! Bootstrap ISO content and storage, template selection, scheduling, VMID ranges, waiting
 //! reasons, pausing and IPAM conflicts.
 
-use capmox_api::capi::ipam_claims::v1beta2::IPAddressClaim;
+use capmox_api::capi::ipam_claims::v1beta2::{IPAddress, IPAddressClaim};
 use capmox_api::consts::PAUSED_ANNOTATION;
 use capmox_api::v1alpha2::{ProxmoxCluster, ProxmoxMachine};
 use capmox_standins::capi::objects;
@@ -101,7 +101,9 @@ async fn bootstrap_iso_content_storage_and_formats() {
 
     // networkConfigFormat v2: `version: 2` at the top level, no `network:` key.
     let v2 = wait_stalled_at_guest(&h, "iso-v2").await;
-    let (_, iso) = bootstrap_iso(&h, vmid_of(&v2));
+    let (v2_volid, iso) = bootstrap_iso(&h, vmid_of(&v2));
+    // Without cloudInitStorage the first ISO-capable storage by name is used, every time (#782).
+    assert_eq!(v2_volid, format!("local:iso/user-data-{}.iso", vmid_of(&v2)));
     let nc = iso_file(&iso, "network-config");
     assert!(nc.starts_with("version: 2"), "{nc}");
     assert!(!nc.lines().any(|l| l.starts_with("network:")), "{nc}");
@@ -109,13 +111,25 @@ async fn bootstrap_iso_content_storage_and_formats() {
     let (_, iso) = bootstrap_iso(&h, vmid);
     assert!(iso_file(&iso, "network-config").starts_with("network:"));
 
-    // Let the agent answer: all three good machines provision.
-    h.sim.state().set_faults(FaultSpec::default());
-    for name in ["iso-ign", "iso-shared", "iso-v2"] {
+    // Deleting machines before their node joined removes the ISO from the storage it went to.
+    let lvm_vmid = vmid_of(&lvm);
+    h.delete_machine("iso-shared", 60).await;
+    h.delete_machine("iso-lvm", 60).await;
+    let st = h.sim.state();
+    for gone in [vmid, lvm_vmid] {
+        assert!(st.vm(gone).is_none(), "VM {gone} deleted");
+        let file = format!("user-data-{gone}.iso");
+        assert!(
+            !st.file_volumes().iter().any(|v| v.volid.ends_with(&file)),
+            "{file} deleted"
+        );
+    }
+
+    // Let the agent answer: the remaining machines provision.
+    st.set_faults(FaultSpec::default());
+    for name in ["iso-ign", "iso-v2"] {
         h.wait_provisioned(name, 60).await;
     }
-    let lvm = h.pms().get("iso-lvm").await.unwrap();
-    assert!(!lvm.is_provisioned());
     h.stop().await;
 }
 
@@ -547,5 +561,39 @@ async fn ipam_claim_conflict_blocks_power_on() {
         .await
         .unwrap();
     h.wait_provisioned("ipc-m", 60).await;
+    h.stop().await;
+}
+
+/// An IPAddress that survived without its claim (e.g. restored from a backup) is kept: the claim is
+/// recreated with an `OrphanedIPAddress` warning and the machine gets that very address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphaned_ip_address_is_reused() {
+    let h = Harness::start().await;
+    h.create_cluster("orph", json!({})).await;
+    let address: IPAddress = serde_json::from_value(json!({
+        "apiVersion": "ipam.cluster.x-k8s.io/v1beta2",
+        "kind": "IPAddress",
+        "metadata": {"name": "orph-m-net0-00-inet", "namespace": NS},
+        "spec": {
+            "claimRef": {"name": "orph-m-net0-00-inet"},
+            "poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "orph-v4-icip"},
+            "address": "10.10.10.42",
+            "prefix": 24,
+            "gateway": "10.10.10.1",
+        },
+    }))
+    .unwrap();
+    Api::<IPAddress>::namespaced(h.client.clone(), NS)
+        .create(&PostParams::default(), &address)
+        .await
+        .unwrap();
+    h.create_machine("orph", "orph-m", false, cloud_config(), json!({}))
+        .await;
+    let pm = h.wait_provisioned("orph-m", 60).await;
+    let addresses = pm.status.clone().unwrap().addresses.unwrap();
+    assert_eq!(addresses[1].address, "10.10.10.42");
+    let tags = h.sim.state().vm(vmid_of(&pm)).unwrap().config["tags"].clone();
+    assert!(tags.contains("ip_net0_10.10.10.42"), "{tags}");
+    assert!(!warnings(&h, "orph-m", "OrphanedIPAddress").await.is_empty());
     h.stop().await;
 }
