@@ -225,12 +225,52 @@ fn bootstrap() -> Option<(&'static str, Option<&'static str>)> {
     Some((CLOUD_CONFIG, Some("cloud-config")))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn provisioning_survives_a_crash_between_any_two_proxmox_calls() {
+/// Task latencies (ms) per task type on top of the instant profile.
+fn latency(tasks: &[(&str, u64)]) -> pve_sim::LatencySpec {
+    let mut lat = pve_sim::LatencySpec::default();
+    for (kind, ms) in tasks {
+        lat.tasks.insert((*kind).to_owned(), *ms);
+    }
+    lat
+}
+
+/// The VM carries everything the provisioning steps apply (no step was skipped by a crash).
+fn assert_vm_configured(h: &Harness, vmid: u32, what: &str) {
+    let vm = h.sim.state().vm(vmid).unwrap();
+    let get = |k: &str| vm.config.get(k).cloned().unwrap_or_default();
+    assert_eq!(vm.power, pve_sim::PowerState::Running, "{what}: VM running");
+    assert_eq!(
+        (get("sockets"), get("cores"), get("memory")),
+        ("2".into(), "2".into(), "2048".into()),
+        "{what}: CPU/memory"
+    );
+    assert!(
+        get("scsi0").contains("size=20G"),
+        "{what}: boot disk resized: {}",
+        get("scsi0")
+    );
+    assert!(
+        get("tags").contains("ip_net0_10.10.10."),
+        "{what}: IP tag: {}",
+        get("tags")
+    );
+    assert!(
+        get("net0").contains("bridge=vmbr0"),
+        "{what}: net0: {}",
+        get("net0")
+    );
+}
+
+/// Provisions one machine per gate position `k = 1, 2, …` and crashes the controller while
+/// Proxmox request `k + 1` waits at the gate, until a provisioning finishes before the gate
+/// closes: every position of that run is covered. Returns the number of positions.
+async fn provisioning_sweep(tasks: &[(&str, u64)]) -> u64 {
     let (h, mut mc) = setup(pve_sim::SimConfig::default(), crash_settings()).await;
     let st = h.sim.state();
+    st.set_latency(latency(tasks));
 
-    // Baseline: how many Proxmox requests one machine's whole provisioning takes.
+    // Baseline: how many Proxmox requests one machine's whole provisioning takes (with the
+    // machine controller alone running, every request is this machine's).
     let before = st.request_total();
     h.create_machine("c1", "base", false, bootstrap(), json!({}))
         .await;
@@ -245,13 +285,14 @@ async fn provisioning_survives_a_crash_between_any_two_proxmox_calls() {
         k += 1;
         assert!(k <= 4 * baseline + 20, "the sweep does not end (k = {k})");
         let name = format!("p{k}");
+        let what = format!("crash at {k}");
         let counts = st.request_counts();
         st.gate_after(k);
         h.create_machine("c1", &name, false, bootstrap(), json!({})).await;
         let blocked = blocked_or(&h, 60, "provisioned", || provisioning_done(&h, &name)).await;
         if blocked {
             crash_and_restart(&h, &mut mc).await;
-            wait_true(60, &format!("{name} provisioned after a crash at {k}"), || {
+            wait_true(60, &format!("{name} provisioned after a {what}"), || {
                 provisioning_done(&h, &name)
             })
             .await;
@@ -263,14 +304,15 @@ async fn provisioning_survives_a_crash_between_any_two_proxmox_calls() {
         assert_eq!(
             vms_named(&h, &name),
             vec![vmid],
-            "crash at {k}: exactly one VM of {name}, at spec.virtualMachineID"
+            "{what}: exactly one VM of {name}, at spec.virtualMachineID"
         );
-        assert_eq!(st.non_template_vmids(), vec![vmid], "crash at {k}: no other VM");
+        assert_eq!(st.non_template_vmids(), vec![vmid], "{what}: no other VM");
+        assert_vm_configured(&h, vmid, &what);
         let (_, isos, _) = h.leftovers().await;
-        assert!(isos.is_empty(), "crash at {k}: ISOs left: {isos:?}");
+        assert!(isos.is_empty(), "{what}: ISOs left: {isos:?}");
         let after = st.request_counts();
-        assert_eq!(delta(&counts, &after, CLONE), 1, "crash at {k}: one clone");
-        assert_eq!(delta(&counts, &after, UPLOAD), 1, "crash at {k}: one upload");
+        assert_eq!(delta(&counts, &after, CLONE), 1, "{what}: one clone");
+        assert_eq!(delta(&counts, &after, UPLOAD), 1, "{what}: one upload");
         h.delete_machine(&name, 60).await;
         wait_no_leftovers(&h, &format!("{name} deleted")).await;
         if !blocked {
@@ -280,6 +322,34 @@ async fn provisioning_survives_a_crash_between_any_two_proxmox_calls() {
     eprintln!("provisioning crash sweep: covered gate positions 1..={k} (baseline {baseline})");
     mc.kill().await;
     h.stop().await;
+    k
+}
+
+/// Every gate position; tasks are instant except the ISO import and deletion, which are awaited
+/// inside one pass (a crash while they run must not upload or delete twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provisioning_survives_a_crash_between_any_two_proxmox_calls() {
+    let n = provisioning_sweep(&[("imgcopy", 100), ("imgdel", 100)]).await;
+    assert!(n >= 20, "the sweep covered only {n} positions");
+}
+
+/// The same with every task taking 150 ms, so crashes also land while clone, config, resize and
+/// start tasks run (about three minutes on two cores; run with `--ignored`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "slow: about three minutes"]
+async fn provisioning_survives_crashes_while_tasks_run() {
+    let tasks = [
+        "qmclone-linked",
+        "qmclone-full",
+        "qmconfig",
+        "resize",
+        "imgcopy",
+        "qmstart",
+        "imgdel",
+    ]
+    .map(|t| (t, 150));
+    let n = provisioning_sweep(&tasks).await;
+    assert!(n >= 20, "the sweep covered only {n} positions");
 }
 
 const TASK_STATUS: &str = "GET /nodes/{node}/tasks/{upid}/status";
@@ -382,11 +452,16 @@ async fn assert_deleted_cleanly(h: &Harness, name: &str, vmid: u32, what: &str) 
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deletion_survives_a_crash_between_any_two_proxmox_calls() {
+/// Deletes one machine per gate position `j = 1, 2, …` (VM running, ISO attached, claims bound)
+/// and crashes the controller while Proxmox request `j + 1` waits at the gate, until a deletion
+/// finishes before the gate closes. Returns the number of positions.
+async fn deletion_sweep(tasks: &[(&str, u64)]) -> u64 {
     let (h, mut mc) = setup(pve_sim::SimConfig::default(), crash_settings()).await;
     let st = h.sim.state();
-    st.set_latency(cloud_init_forever());
+    st.set_latency(pve_sim::LatencySpec {
+        cloud_init_done_ms: Some(3_600_000),
+        ..latency(tasks)
+    });
 
     // Baseline: the Proxmox requests of one deletion (running VM, ISO, claims).
     let vmid = provision_until_cloud_init(&h, "dbase").await;
@@ -431,7 +506,7 @@ async fn deletion_survives_a_crash_between_any_two_proxmox_calls() {
             break;
         }
     }
-    for kind in ["qmstop", "qmdestroy", "imgdel"] {
+    for kind in ["qmstop", "qmdestroy"] {
         for r in task_results(&h, kind) {
             assert_eq!(r.as_deref(), Some("OK"), "every {kind} task succeeded");
         }
@@ -439,6 +514,15 @@ async fn deletion_survives_a_crash_between_any_two_proxmox_calls() {
     eprintln!("deletion crash sweep: covered gate positions 1..={j} (baseline {baseline})");
     mc.kill().await;
     h.stop().await;
+    j
+}
+
+/// Every gate position; stop, destroy and ISO deletion take 100 ms so crashes also land while
+/// they run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_survives_a_crash_between_any_two_proxmox_calls() {
+    let n = deletion_sweep(&[("qmstop", 100), ("qmdestroy", 100), ("imgdel", 100)]).await;
+    assert!(n >= 8, "the sweep covered only {n} positions");
 }
 
 /// One line of the simulator's request log.
@@ -716,6 +800,39 @@ async fn failed_clone_task_is_forgotten_and_retried() {
     assert_eq!(st.request_count(CLONE), 2);
     h.delete_machine("fail1", 60).await;
     wait_no_leftovers(&h, "fail1 deleted").await;
+    mc.kill().await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_after_a_failed_clone_finishes() {
+    let (h, mut mc) = setup(pve_sim::SimConfig::default(), crash_settings()).await;
+    let st = h.sim.state();
+    st.hold_tasks();
+    st.set_faults(pve_sim::FaultSpec {
+        task_failure_rate: 1.0,
+        ..Default::default()
+    });
+    h.create_machine("c1", "fail2", false, bootstrap(), json!({}))
+        .await;
+    let pm = h
+        .wait_pm("fail2", 30, "clone in flight", |pm| {
+            pm.status
+                .as_ref()
+                .and_then(|s| s.task_ref.as_deref())
+                .is_some_and(|t| t.contains(":qmclone:"))
+        })
+        .await;
+    let vmid = recorded_vmid(&pm).unwrap();
+    start_deletion(&h, "fail2").await;
+    // The clone fails while the machine is being deleted: the failure is reported, forgotten,
+    // and the deletion goes on (nothing is left to stop or destroy).
+    st.release_tasks();
+    wait_true(60, "fail2 deleted", || gone(&h, "fail2")).await;
+    assert_eq!(task_results(&h, "qmclone").len(), 1);
+    assert_ne!(task_results(&h, "qmclone")[0].as_deref(), Some("OK"));
+    assert_deleted_cleanly(&h, "fail2", vmid, "failed clone").await;
+    assert_eq!(st.request_count(DESTROY) + st.request_count(STOP), 0);
     mc.kill().await;
     h.stop().await;
 }

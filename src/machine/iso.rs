@@ -77,25 +77,26 @@ async fn await_task(proxmox: &Client, upid: &crate::proxmox::Upid, what: &str) -
     }
 }
 
-/// Uploads the ISO unless a previous (interrupted) pass already did; its content is a pure function
-/// of the machine, so an existing file is the same file.
+/// Starts the upload of the ISO unless a previous (interrupted) pass already stored it; its content
+/// is a pure function of the machine, so an existing file is the same file. Returns the import
+/// task, which the caller records like any other task: the file only exists once that task ends,
+/// so a crash while it runs must not lead to a second upload.
 pub async fn upload_if_missing(
     proxmox: &Client,
     node: &str,
     storage: &str,
     vmid: u32,
     image: Vec<u8>,
-    _settings: &MachineSettings,
-) -> Result<(), MachineError> {
+) -> Result<Option<crate::proxmox::Upid>, MachineError> {
     let volid = volid(storage, vmid);
     if exists(proxmox, node, storage, &volid).await? {
-        return Ok(());
+        return Ok(None);
     }
-    let upid = proxmox
+    proxmox
         .upload_iso(node, storage, &iso_file_name(u64::from(vmid)), Bytes::from(image))
         .await
-        .map_err(MachineError::proxmox(format!("uploading {volid}")))?;
-    await_task(proxmox, &upid, &format!("upload of {volid}")).await
+        .map(Some)
+        .map_err(MachineError::proxmox(format!("uploading {volid}")))
 }
 
 /// Attaches the ISO as `ide0`, appends it to the boot order and tags the VM with
@@ -147,7 +148,11 @@ pub async fn delete(
         .delete_storage_volume(&iso.node, &iso.storage, &iso.volid)
         .await
     {
-        Ok(Some(upid)) => await_task(proxmox, &upid, &format!("deletion of {}", iso.volid)).await,
+        // A deletion started by an interrupted earlier pass may remove the file first.
+        Ok(Some(upid)) => match await_task(proxmox, &upid, &format!("deletion of {}", iso.volid)).await {
+            Err(MachineError::Invalid(m)) if m.contains("does not exist") => Ok(()),
+            other => other,
+        },
         Ok(None) => Ok(()),
         Err(e) if e.is_not_found() => Ok(()),
         Err(e) => Err(MachineError::proxmox(format!("deleting {}", iso.volid))(e)),

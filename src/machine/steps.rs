@@ -468,7 +468,10 @@ async fn deliver_bootstrap(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result
                 ));
             }
         };
-    iso::upload_if_missing(env.proxmox, &vm.node, &storage, vm.vmid, image, env.settings).await?;
+    if let Some(upid) = iso::upload_if_missing(env.proxmox, &vm.node, &storage, vm.vmid, image).await? {
+        return Ok(StepResult::next(record_task(pm, Some(upid), env.settings))
+            .with_message(format!("uploading {}", iso::volid(&storage, vm.vmid))));
+    }
     iso::attach(env.proxmox, vm, &storage).await?;
     status(pm).bootstrap_data_provided = Some(true);
     Ok(StepResult::next(Next::Now))
