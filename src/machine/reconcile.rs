@@ -80,6 +80,10 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
         let status = pm.status.get_or_insert_with(Default::default);
         if status.proxmox_node.as_deref() != Some(v.node.as_str()) {
             status.proxmox_node = Some(v.node.clone());
+            // The VM moved (e.g. migrated): the scheduler's round-robin input follows it.
+            let zone = pm.spec.network.zone.clone();
+            super::locations::record(inp.kube, inp.pc, &name, &v.node, zone, inp.machine.control_plane)
+                .await?;
         }
         if let Some(uuid) = v.config.smbios_uuid.as_deref().filter(|u| !u.is_empty()) {
             pm.spec.provider_id = Some(format!("{}{uuid}", capmox_api::consts::PROVIDER_ID_PREFIX));

@@ -347,3 +347,49 @@ async fn vanished_vm_is_reported_not_recreated() {
     assert!(st.non_template_vmids().is_empty());
     h.stop().await;
 }
+
+/// A VM migrated to another node is followed: `status.proxmoxNode` and the ProxmoxCluster's node
+/// locations move with it, and deletion removes it from its new node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrated_vm_is_followed() {
+    let h = Harness::start().await;
+    let st = h.sim.state();
+    h.create_cluster("mig", json!({})).await;
+    h.create_machine("mig", "mig-m", false, cloud_config(), json!({}))
+        .await;
+    let pm = h.wait_provisioned("mig-m", 60).await;
+    let vmid = vmid_of(&pm);
+    // Wait until the bootstrap ISO is gone (a VM with a local ISO attached cannot migrate).
+    wait_for(30, "ISO detached", || async {
+        let vm = st.vm(vmid).unwrap();
+        (!vm.config.get("ide0").is_some_and(|v| v.contains("user-data"))).then_some(())
+    })
+    .await;
+    st.with(|c| c.vms.get_mut(&vmid).unwrap().node = "pve2".to_owned());
+    h.machines()
+        .patch(
+            "mig-m",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"poke": "1"}}})),
+        )
+        .await
+        .unwrap();
+    h.wait_pm("mig-m", 30, "node followed", |pm| {
+        pm.status.as_ref().and_then(|s| s.proxmox_node.as_deref()) == Some("pve2")
+    })
+    .await;
+    wait_for(30, "node location followed", || async {
+        let pc = h.pcs().get("mig").await.unwrap();
+        let workers = pc.status?.node_locations?.workers?;
+        workers
+            .iter()
+            .any(|l| l.machine.name == "mig-m" && l.node == "pve2")
+            .then_some(())
+    })
+    .await;
+    let pm = h.pms().get("mig-m").await.unwrap();
+    assert!(pm.is_provisioned());
+    h.delete_machine("mig-m", 60).await;
+    assert!(st.non_template_vmids().is_empty());
+    h.stop().await;
+}
