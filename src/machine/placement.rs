@@ -2,7 +2,9 @@
 //! free VMID, recorded in `spec.virtualMachineID`, `status.proxmoxNode` and the ProxmoxCluster's
 //! `status.nodeLocations` before any Proxmox write happens.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use capmox_api::consts::CLUSTER_NAME_LABEL;
 use capmox_api::v1alpha2::{self as api, ProxmoxMachine};
@@ -73,6 +75,41 @@ async fn recorded_vmids(env: &StepEnv<'_>, pm: &ProxmoxMachine) -> Result<Vec<i6
         .collect())
 }
 
+/// How long a VMID handed out by this process stays off-limits to other machines: until then the
+/// reservation is visible in the ProxmoxMachine (and usually as a VM) anyway.
+const IN_PROCESS_RESERVATION: Duration = Duration::from_secs(120);
+
+/// VMIDs this process reserved recently, per Proxmox API endpoint: `(endpoint, vmid) → (machine, when)`.
+/// Concurrent reservations read the same `nextid` and the same ProxmoxMachine list before either
+/// is persisted; this keeps them apart (capmox lets both clone into one VMID and one fails).
+static RESERVED: LazyLock<Mutex<HashMap<(String, u32), (String, Instant)>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn reserved() -> std::sync::MutexGuard<'static, HashMap<(String, u32), (String, Instant)>> {
+    RESERVED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whether `vmid` was recently reserved by another machine of this process.
+fn recently_reserved(endpoint: &str, vmid: u32, machine: &str) -> bool {
+    let mut m = reserved();
+    m.retain(|_, (_, at)| at.elapsed() < IN_PROCESS_RESERVATION);
+    m.get(&(endpoint.to_owned(), vmid))
+        .is_some_and(|(owner, _)| owner != machine)
+}
+
+/// Claims `vmid` for `machine` in this process; `false` when another machine got it first.
+fn reserve_in_process(endpoint: &str, vmid: u32, machine: &str) -> bool {
+    let mut m = reserved();
+    let key = (endpoint.to_owned(), vmid);
+    match m.get(&key) {
+        Some((owner, at)) if owner != machine && at.elapsed() < IN_PROCESS_RESERVATION => false,
+        _ => {
+            m.insert(key, (machine.to_owned(), Instant::now()));
+            true
+        }
+    }
+}
+
 async fn free_vmid(
     env: &StepEnv<'_>,
     pm: &ProxmoxMachine,
@@ -94,13 +131,18 @@ async fn free_vmid(
                 Box::new((first..).filter(move |v| !taken.contains(v)))
             }
         };
-    for vmid in candidates.take(VMID_PROBES) {
+    let endpoint = env.proxmox.base_url().to_string();
+    let me = format!("{}/{}", pm.namespace().unwrap_or_default(), pm.name_any());
+    for vmid in candidates
+        .filter(|v| !recently_reserved(&endpoint, *v, &me))
+        .take(VMID_PROBES)
+    {
         let free = env
             .proxmox
             .is_vmid_free(vmid)
             .await
             .map_err(MachineError::proxmox(format!("checking VMID {vmid}")))?;
-        if free {
+        if free && reserve_in_process(&endpoint, vmid, &me) {
             return Ok(Ok(vmid));
         }
     }
@@ -196,4 +238,27 @@ pub async fn reserve(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepR
         failure: None,
         warning: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_process_reservations_keep_concurrent_machines_apart() {
+        let ep = "https://unit-test.invalid:8006/api2/json";
+        assert!(reserve_in_process(ep, 4242, "ns/a"));
+        assert!(
+            reserve_in_process(ep, 4242, "ns/a"),
+            "the same machine may re-reserve"
+        );
+        assert!(!reserve_in_process(ep, 4242, "ns/b"));
+        assert!(recently_reserved(ep, 4242, "ns/b"));
+        assert!(!recently_reserved(ep, 4242, "ns/a"));
+        assert!(reserve_in_process(
+            "https://other.invalid/api2/json",
+            4242,
+            "ns/b"
+        ));
+    }
 }

@@ -220,15 +220,24 @@ pub async fn execute(
 }
 
 fn failed_task(pm: &mut ProxmoxMachine, kind: &str, exitstatus: &str, s: &MachineSettings) -> StepResult {
+    // Lock contention and other transient task failures (e.g. parallel clones onto node-local
+    // storage, capmox #389) are retried soon; anything else waits the full retry delay.
+    let transient = crate::proxmox::error::classify_task_exitstatus(exitstatus)
+        .is_some_and(|c| matches!(c, ErrorClass::Locked | ErrorClass::Server));
+    let delay = if transient {
+        s.retry_delay.min(s.task_poll_max)
+    } else {
+        s.retry_delay
+    };
     let st = status(pm);
     st.task_ref = None;
-    st.retry_after = Some(super::later(s.retry_delay));
+    st.retry_after = Some(super::later(delay));
     let reason = match kind {
         "qmclone" => api::CLONING_FAILED_REASON,
         "qmstart" | "qmresume" => api::POWERING_ON_FAILED_REASON,
         _ => api::TASK_FAILED_REASON,
     };
-    let mut r = StepResult::failed(reason, format!("{kind}: {exitstatus}"), Some(s.retry_delay));
+    let mut r = StepResult::failed(reason, format!("{kind}: {exitstatus}"), Some(delay));
     r.warning = Some((
         reason.to_owned(),
         format!("Proxmox task {kind} failed: {exitstatus}"),
