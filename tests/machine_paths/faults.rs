@@ -393,3 +393,28 @@ async fn migrated_vm_is_followed() {
     assert!(st.non_template_vmids().is_empty());
     h.stop().await;
 }
+
+/// The VM's node going offline mid-provisioning (Proxmox answers 595) is survived: the errors are
+/// counted and the machine provisions once the node is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_offline_during_provisioning_is_survived() {
+    let h = Harness::start().await;
+    let st = h.sim.state();
+    st.set_faults(agent_stalled());
+    h.create_cluster("off", json!({})).await;
+    h.create_machine("off", "off-m", false, cloud_config(), json!({}))
+        .await;
+    let pm = wait_stalled_at_guest(&h, "off-m").await;
+    let node = st.vm(vmid_of(&pm)).unwrap().node;
+    let before = machine_errors(&h);
+    assert!(st.set_node_online(&node, false));
+    st.set_faults(FaultSpec::default());
+    wait_for(30, "errors while the node is offline", || async {
+        (machine_errors(&h) >= before + 2.0).then_some(())
+    })
+    .await;
+    assert!(!h.pms().get("off-m").await.unwrap().is_provisioned());
+    assert!(st.set_node_online(&node, true));
+    h.wait_provisioned("off-m", 60).await;
+    h.stop().await;
+}
