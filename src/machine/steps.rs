@@ -365,7 +365,11 @@ async fn bootstrap_data(env: &StepEnv<'_>, ns: &str) -> Result<Result<BootstrapD
         data.get("value").map(|b| b.0.as_slice()),
         data.get("format").map(|b| b.0.as_slice()),
     )
-    .map_err(|e| format!("error retrieving bootstrap data: {e}")))
+    .map_err(|e| match e {
+        // Its text already is capmox's full message.
+        BootstrapError::MissingBootstrapValue => e.to_string(),
+        e => format!("error retrieving bootstrap data: {e}"),
+    }))
 }
 
 fn render_input(

@@ -597,3 +597,74 @@ async fn orphaned_ip_address_is_reused() {
     assert!(!warnings(&h, "orph-m", "OrphanedIPAddress").await.is_empty());
     h.stop().await;
 }
+
+/// `spec.pool`: a pool Proxmox knows is used for the clone; an unknown one (Proxmox answers 403)
+/// is reported as `CloningFailed` and nothing is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_pool_is_used_and_unknown_pool_reported() {
+    let mut config = pve_sim::SimConfig::default();
+    config.scenario.pools = vec!["capi".to_owned()];
+    let h = Harness::start_with(config, fast_machine_settings()).await;
+    let st = h.sim.state();
+    h.create_cluster("pool", json!({})).await;
+    h.create_machine("pool", "pool-ok", false, cloud_config(), json!({"pool": "capi"}))
+        .await;
+    h.create_machine("pool", "pool-bad", false, cloud_config(), json!({"pool": "nope"}))
+        .await;
+    let ok = h.wait_provisioned("pool-ok", 60).await;
+    let in_pool = st.with(|c| c.vms[&vmid_of(&ok)].pool.clone());
+    assert_eq!(in_pool.as_deref(), Some("capi"));
+    let bad = h
+        .wait_pm("pool-bad", 30, "unknown pool reported", |pm| {
+            failed_with(pm, "CloningFailed", "nope")
+        })
+        .await;
+    assert!(
+        st.vm(vmid_of(&bad)).is_none(),
+        "nothing cloned for the unknown pool"
+    );
+    assert_eq!(st.non_template_vmids(), vec![vmid_of(&ok)]);
+    h.stop().await;
+}
+
+/// A bootstrap Secret without its `value` key is reported (capmox's message) and the machine goes
+/// on once the Secret is fixed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bootstrap_secret_without_value_is_reported_then_fixed() {
+    let h = Harness::start().await;
+    h.create_cluster("nov", json!({})).await;
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    let mut secret = objects::bootstrap_secret(NS, "nov-m-data", CLOUD_CONFIG, Some("cloud-config"));
+    secret.data.as_mut().unwrap().remove("value");
+    secrets.create(&PostParams::default(), &secret).await.unwrap();
+    h.create_machine("nov", "nov-m", false, None, json!({})).await;
+    h.machines()
+        .patch(
+            "nov-m",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"bootstrap": {"dataSecretName": "nov-m-data"}}})),
+        )
+        .await
+        .unwrap();
+    let pm = h
+        .wait_pm("nov-m", 60, "missing value reported", |pm| {
+            failed_with(pm, "CloningFailed", "error retrieving bootstrap data")
+        })
+        .await;
+    assert_eq!(
+        message_of(&pm),
+        "error retrieving bootstrap data: secret `value` key is missing"
+    );
+    assert_eq!(pm.status.unwrap().bootstrap_data_provided, None);
+    assert_eq!(h.sim.state().request_count(START), 0);
+    secrets
+        .patch(
+            "nov-m-data",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"value": CLOUD_CONFIG}})),
+        )
+        .await
+        .unwrap();
+    h.wait_provisioned("nov-m", 60).await;
+    h.stop().await;
+}
