@@ -225,6 +225,7 @@ pub async fn reserve(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepR
     } else {
         locations::record(env.kube, env.pc, &name, &node, zone, cp).await?;
     }
+    tracing::info!(machine = %name, vmid, node = %node, template = template.vmid, "reserved VMID and node");
     pm.spec.virtual_machine_id = Some(i64::from(vmid));
     let status = pm.status.get_or_insert_with(Default::default);
     status.proxmox_node = Some(node.clone());

@@ -409,6 +409,11 @@ async fn status_subresource_separates_spec_and_status() {
         m.data["status"]["phase"], "Running",
         "status ignored on main resource"
     );
+    // A status write with a stale resourceVersion is a conflict, as on the main resource.
+    let mut stale = s.clone();
+    stale.data["status"] = json!({"phase": "Stale"});
+    let e = api_err(w.replace_status("w", &PostParams::default(), &stale).await);
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
 }
 
 #[tokio::test]

@@ -364,6 +364,13 @@ fn prepare_update(
                 }
             }
         }
+        // The body's resourceVersion is a precondition on status writes too (409 when stale).
+        if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+            match new.pointer("/metadata/resourceVersion") {
+                Some(rv) => m.insert("resourceVersion".into(), rv.clone()),
+                None => m.remove("resourceVersion"),
+            };
+        }
         o
     } else {
         let mut n = new;
