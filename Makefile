@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build test crds crds-check lint fmt clean
+.PHONY: all build test demo crds crds-check lint fmt clean
 
 all: build
 
@@ -13,6 +13,10 @@ build:
 ## test: run every unit and integration test in the workspace
 test:
 	$(CARGO) test --workspace --all-targets --no-fail-fast
+
+## demo: pve-sim + in-tree control plane + manager: a 1+2 machine cluster comes up and is torn down
+demo:
+	$(CARGO) run -q -p capmox-demo
 
 ## crds: regenerate config/crd/bases/ from the Rust API types
 crds:
