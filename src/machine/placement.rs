@@ -82,10 +82,12 @@ const IN_PROCESS_RESERVATION: Duration = Duration::from_secs(120);
 /// VMIDs this process reserved recently, per Proxmox API endpoint: `(endpoint, vmid) → (machine, when)`.
 /// Concurrent reservations read the same `nextid` and the same ProxmoxMachine list before either
 /// is persisted; this keeps them apart (capmox lets both clone into one VMID and one fails).
-static RESERVED: LazyLock<Mutex<HashMap<(String, u32), (String, Instant)>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+static RESERVED: LazyLock<Mutex<Reservations>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 
-fn reserved() -> std::sync::MutexGuard<'static, HashMap<(String, u32), (String, Instant)>> {
+/// `(endpoint, vmid) → (machine, reserved at)`.
+type Reservations = HashMap<(String, u32), (String, Instant)>;
+
+fn reserved() -> std::sync::MutexGuard<'static, Reservations> {
     RESERVED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 

@@ -57,6 +57,10 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
         pm.status.get_or_insert_with(Default::default).task_ref = None;
     }
     let retry_after = remaining_retry(pm);
+    let failed_terminally = st.retry_after.is_none()
+        && pm
+            .condition(api::VIRTUAL_MACHINE_PROVISIONED_CONDITION)
+            .is_some_and(|c| c.status == conditions::FALSE && c.reason == api::VM_PROVISION_FAILED_REASON);
     if retry_after.is_none() && st.retry_after.is_some() {
         pm.status.get_or_insert_with(Default::default).retry_after = None;
     }
@@ -97,6 +101,7 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
         retry_after,
         ips: ips.clone(),
         bootstrap_provided: st.bootstrap_data_provided == Some(true),
+        failed_terminally,
         provisioned,
         node_joined: inp.machine.node_ref.is_some(),
         bootstrap_iso_attached: vm_facts.is_some_and(|v| observe::bootstrap_iso_attached(v.vmid, &v.config)),
@@ -125,6 +130,14 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
             Some(e),
         ),
     };
+    // A retried failure records when it may be retried, so the next pass waits instead of
+    // repeating it, and a failure without one is recognisably terminal.
+    if let Some(delay) = result.failure.as_ref().and_then(|f| f.retry_after) {
+        let status = pm.status.get_or_insert_with(Default::default);
+        if status.retry_after.is_none() {
+            status.retry_after = Some(super::later(delay));
+        }
+    }
     derive_status(pm, &step, &result, &ips, vm_facts.map(|v| v.power));
     Ok(PassOutcome {
         step,

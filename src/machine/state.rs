@@ -118,6 +118,10 @@ pub struct Facts {
     pub ips: IpFacts,
     /// `status.bootstrapDataProvided`.
     pub bootstrap_provided: bool,
+    /// The machine failed for good (`VMProvisionFailed` without a `retryAfter`): a failed
+    /// cloud-init, a guest agent that never came up, a vanished VM. Nothing is retried until the
+    /// machine is replaced or deleted (capmox: "Error state detected").
+    pub failed_terminally: bool,
     /// `status.initialization.provisioned`.
     pub provisioned: bool,
     /// The CAPI Machine has a `status.nodeRef` (the node joined).
@@ -147,6 +151,8 @@ pub enum Step {
     WaitForBootstrapData,
     /// A failed Proxmox task was recorded and its retry delay is running.
     WaitForRetry(Duration),
+    /// The machine failed for good; keep the failure condition and do nothing.
+    StayFailed,
     /// Poll the task in `status.taskRef`.
     PollTask,
     /// Record the failed task (condition, `retryAfter`) and forget it.
@@ -209,7 +215,11 @@ impl Step {
         Some(match self {
             Self::WaitForClusterInfrastructure => reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY_REASON,
             Self::WaitForBootstrapData => reasons::WAITING_FOR_BOOTSTRAP_DATA_REASON,
-            Self::WaitForRetry(_) | Self::PollTask | Self::HandleFailedTask { .. } | Self::ForgetTask => {
+            Self::WaitForRetry(_)
+            | Self::StayFailed
+            | Self::PollTask
+            | Self::HandleFailedTask { .. }
+            | Self::ForgetTask => {
                 return None;
             }
             Self::ReserveVm | Self::CloneVm | Self::ForgetVmid { .. } | Self::WaitForUnlock(_) => {
@@ -259,6 +269,9 @@ pub fn decide(f: &Facts) -> Step {
         if !f.bootstrap_data_available {
             return Step::WaitForBootstrapData;
         }
+    }
+    if f.failed_terminally && !f.provisioned {
+        return Step::StayFailed;
     }
     match &f.task {
         Some(TaskFacts::Running) => return Step::PollTask,

@@ -81,6 +81,7 @@ fn facts() -> Facts {
         vm: VmPresence::NotReserved,
         ips: IpFacts::NotChecked,
         bootstrap_provided: false,
+        failed_terminally: false,
         provisioned: false,
         node_joined: false,
         bootstrap_iso_attached: false,
@@ -335,4 +336,17 @@ fn delete_waits_for_locks_and_forgets_failed_tasks() {
             failure: Some("boom".into())
         }
     );
+}
+
+#[test]
+fn a_terminal_failure_stays_until_the_machine_is_replaced() {
+    let mut f = facts();
+    f.vm = vm(Power::Running, shaped_config());
+    f.ips = resolved();
+    f.bootstrap_provided = true;
+    f.failed_terminally = true;
+    assert_eq!(decide(&f), Step::StayFailed);
+    assert_eq!(Step::StayFailed.reason(), None, "the failure condition is kept");
+    f.failed_terminally = false;
+    assert_eq!(decide(&f), Step::CheckGuest);
 }

@@ -133,7 +133,7 @@ pub async fn execute(
         Step::WaitForClusterInfrastructure | Step::WaitForBootstrapData | Step::WaitForIpAddresses => {
             StepResult::next(Next::Watch)
         }
-        Step::Idle => StepResult::next(Next::Watch),
+        Step::Idle | Step::StayFailed => StepResult::next(Next::Watch),
         Step::WaitForRetry(left) => StepResult::next(Next::After(*left)),
         Step::PollTask => StepResult::next(Next::After(s.task_poll_initial)),
         Step::WaitForUnlock(lock) => {

@@ -42,12 +42,19 @@ async fn cloud_init_error_and_degraded() {
     .await;
     assert!(events[0].note.as_deref().unwrap_or_default().contains("degraded"));
     assert!(warnings(&h, "ci-err", "CloudInitDegraded").await.is_empty());
-    // Terminal: further passes (the safety-net resync is 2 s) keep the failure.
+    // Terminal: further passes (the safety-net resync is 2 s) keep the failure and do not look
+    // into the guest again (capmox: "Error state detected").
     let seen = st.request_count(AGENT_EXEC);
-    wait_for(30, "another cloud-init look", || async {
-        (st.request_count(AGENT_EXEC) > seen).then_some(())
+    let passes = h.metrics.reconcile_count("proxmoxmachine");
+    wait_for(30, "more reconciles", || async {
+        (h.metrics.reconcile_count("proxmoxmachine") >= passes + 4).then_some(())
     })
     .await;
+    assert_eq!(
+        st.request_count(AGENT_EXEC),
+        seen,
+        "no cloud-init look after a terminal failure"
+    );
     let still = h.pms().get("ci-err").await.unwrap();
     assert!(failed_with(
         &still,
