@@ -36,6 +36,9 @@ const DESTROY: &str = "DELETE /nodes/{node}/qemu/{vmid}";
 /// gate position is being counted.
 fn crash_settings() -> MachineSettings {
     MachineSettings {
+        task_poll_initial: Duration::from_millis(10),
+        task_poll_max: Duration::from_millis(100),
+        guest_poll: Duration::from_millis(20),
         resync: Duration::from_secs(30),
         ..fast_machine_settings()
     }
@@ -201,24 +204,52 @@ fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, key: &st
 }
 
 async fn wait_no_leftovers(h: &Harness, what: &str) {
-    wait_for(30, what, || async {
+    wait_true(30, what, || async {
         let (vms, isos, ipam) = h.leftovers().await;
-        (vms.is_empty() && isos.is_empty() && ipam == 0).then_some(())
+        vms.is_empty() && isos.is_empty() && ipam == 0
     })
     .await;
 }
 
-/// Polls `f` until it is true, failing after `secs` seconds.
+/// Deletes the Machine (the CAPI stand-in deletes the ProxmoxMachine), waits until both are gone
+/// and nothing is left behind.
+async fn delete_and_wait(h: &Harness, name: &str) {
+    h.machines()
+        .delete(name, &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    wait_true(60, &format!("{name} deleted"), || gone(h, name)).await;
+    wait_no_leftovers(h, &format!("{name} deleted")).await;
+}
+
+/// Polls `f` every 10 ms until it is true, failing after `secs` seconds.
 async fn wait_true<F, Fut>(secs: u64, what: &str, mut f: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    wait_for(secs, what, || {
-        let fut = f();
-        async move { fut.await.then_some(()) }
-    })
-    .await;
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits (polling every 10 ms) until the ProxmoxMachine satisfies `pred`.
+async fn wait_pm(
+    h: &Harness,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&capmox_api::v1alpha2::ProxmoxMachine) -> bool,
+) -> capmox_api::v1alpha2::ProxmoxMachine {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(pm) = h.pms().get_opt(name).await.unwrap().filter(|pm| pred(pm)) {
+            return pm;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {name}: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 fn bootstrap() -> Option<(&'static str, Option<&'static str>)> {
@@ -313,8 +344,7 @@ async fn provisioning_sweep(tasks: &[(&str, u64)]) -> u64 {
         let after = st.request_counts();
         assert_eq!(delta(&counts, &after, CLONE), 1, "{what}: one clone");
         assert_eq!(delta(&counts, &after, UPLOAD), 1, "{what}: one upload");
-        h.delete_machine(&name, 60).await;
-        wait_no_leftovers(&h, &format!("{name} deleted")).await;
+        delete_and_wait(&h, &name).await;
         if !blocked {
             break;
         }
@@ -366,9 +396,10 @@ fn cloud_init_forever() -> pve_sim::LatencySpec {
 /// Creates a machine and waits until it waits for cloud-init (VM running, ISO present).
 async fn provision_until_cloud_init(h: &Harness, name: &str) -> u32 {
     h.create_machine("c1", name, false, bootstrap(), json!({})).await;
-    let pm = h
-        .wait_reason(name, capmox_api::v1alpha2::WAITING_FOR_CLOUD_INIT_REASON, 60)
-        .await;
+    let pm = wait_pm(h, name, "waiting for cloud-init", |pm| {
+        reason_of(pm).as_deref() == Some(capmox_api::v1alpha2::WAITING_FOR_CLOUD_INIT_REASON)
+    })
+    .await;
     let vmid = recorded_vmid(&pm).unwrap();
     assert_eq!(
         h.sim.state().vm(vmid).unwrap().power,
@@ -396,7 +427,7 @@ async fn annotate(h: &Harness, name: &str, key: &str, value: Option<&str>) {
 /// Pauses the machine and waits until the controller has seen it (no pass runs afterwards).
 async fn pause(h: &Harness, name: &str) {
     annotate(h, name, PAUSED_ANNOTATION, Some("true")).await;
-    h.wait_pm(name, 30, "paused", |pm| {
+    wait_pm(h, name, "paused", |pm| {
         pm.condition("Paused").is_some_and(|c| c.status == "True")
     })
     .await;
@@ -408,7 +439,7 @@ async fn start_deletion(h: &Harness, name: &str) {
         .delete(name, &kube::api::DeleteParams::default())
         .await
         .unwrap();
-    h.wait_pm(name, 30, "deletion requested", |pm| {
+    wait_pm(h, name, "deletion requested", |pm| {
         pm.metadata.deletion_timestamp.is_some()
     })
     .await;
@@ -517,11 +548,11 @@ async fn deletion_sweep(tasks: &[(&str, u64)]) -> u64 {
     j
 }
 
-/// Every gate position; stop, destroy and ISO deletion take 80 ms so crashes also land while
+/// Every gate position; stop, destroy and ISO deletion take 50 ms so crashes also land while
 /// they run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletion_survives_a_crash_between_any_two_proxmox_calls() {
-    let n = deletion_sweep(&[("qmstop", 80), ("qmdestroy", 80), ("imgdel", 80)]).await;
+    let n = deletion_sweep(&[("qmstop", 50), ("qmdestroy", 50), ("imgdel", 50)]).await;
     assert!(n >= 8, "the sweep covered only {n} positions");
 }
 
