@@ -4,7 +4,8 @@
 
 use capmox_api::v1alpha2::{self as api, ProxmoxCluster, ProxmoxMachine};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
+use kube::core::GroupVersionKind;
 
 use super::MachineSettings;
 use super::error::MachineError;
@@ -16,7 +17,7 @@ use crate::conditions::{self, Desired};
 use crate::ipam::{IpamApiVersion, served_ipam_version};
 use crate::proxmox::Client;
 use crate::proxmox::types::{DeleteVmOptions, StopRequest};
-use capmox_api::capi::ipam_claims::{v1beta1, v1beta2};
+use capmox_api::capi::IPAM_GROUP;
 
 /// What a deletion pass did.
 #[derive(Debug)]
@@ -29,40 +30,40 @@ pub struct DeleteOutcome {
     pub finished: bool,
 }
 
+/// The IPAddressClaim API in the version the API server serves (v1beta2, or v1beta1 on CAPI 1.10).
+async fn claims_api(kube: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let version = match served_ipam_version(kube).await {
+        IpamApiVersion::V1beta2 => "v1beta2",
+        IpamApiVersion::V1beta1 => "v1beta1",
+    };
+    let gvk = GroupVersionKind::gvk(IPAM_GROUP, version, "IPAddressClaim");
+    Api::namespaced_with(
+        kube.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(&gvk, "ipaddressclaims"),
+    )
+}
+
 /// Names of the IPAddressClaims controlled by the machine that are not being deleted yet.
 async fn live_claims(kube: &kube::Client, pm: &ProxmoxMachine) -> Result<Vec<String>, MachineError> {
     let ns = pm.namespace().unwrap_or_default();
     let uid = pm.uid().unwrap_or_default();
-    let owned = |meta: &kube::api::ObjectMeta| {
-        meta.deletion_timestamp.is_none()
-            && meta
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|r| r.uid == uid && r.kind == "ProxmoxMachine")
-    };
-    let err = MachineError::kube(format!("listing IPAddressClaims in {ns}"));
-    let names = match served_ipam_version(kube).await {
-        IpamApiVersion::V1beta2 => Api::<v1beta2::IPAddressClaim>::namespaced(kube.clone(), &ns)
-            .list(&ListParams::default())
-            .await
-            .map_err(err)?
-            .items
-            .into_iter()
-            .filter(|c| owned(&c.metadata))
-            .map(|c| c.name_any())
-            .collect(),
-        IpamApiVersion::V1beta1 => Api::<v1beta1::IPAddressClaim>::namespaced(kube.clone(), &ns)
-            .list(&ListParams::default())
-            .await
-            .map_err(err)?
-            .items
-            .into_iter()
-            .filter(|c| owned(&c.metadata))
-            .map(|c| c.name_any())
-            .collect(),
-    };
-    Ok(names)
+    let list = claims_api(kube, &ns)
+        .await
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(MachineError::kube(format!("listing IPAddressClaims in {ns}")))?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|c| {
+            c.metadata.deletion_timestamp.is_none()
+                && c.owner_references()
+                    .iter()
+                    .any(|r| r.uid == uid && r.kind == "ProxmoxMachine")
+        })
+        .map(|c| c.name_any())
+        .collect())
 }
 
 async fn release_claims(
@@ -71,20 +72,10 @@ async fn release_claims(
     names: &[String],
 ) -> Result<(), MachineError> {
     let ns = pm.namespace().unwrap_or_default();
-    let version = served_ipam_version(kube).await;
+    let api = claims_api(kube, &ns).await;
     for name in names {
-        let res = match version {
-            IpamApiVersion::V1beta2 => Api::<v1beta2::IPAddressClaim>::namespaced(kube.clone(), &ns)
-                .delete(name, &DeleteParams::default())
-                .await
-                .map(|_| ()),
-            IpamApiVersion::V1beta1 => Api::<v1beta1::IPAddressClaim>::namespaced(kube.clone(), &ns)
-                .delete(name, &DeleteParams::default())
-                .await
-                .map(|_| ()),
-        };
-        match res {
-            Ok(()) => {}
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(MachineError::kube(format!("deleting IPAddressClaim {ns}/{name}"))(e)),
         }
