@@ -29,6 +29,20 @@ async fn cloud_config_machine_reaches_ready_and_deletes_cleanly() {
     let addresses = status.addresses.unwrap();
     assert_eq!(addresses[0].address, "c1-cp-0");
     assert_eq!(addresses[1].address, "10.10.10.10");
+    // Metrics: the machine gauge by phase and node, reconcile durations, Proxmox requests.
+    let node = status.proxmox_node.clone().unwrap();
+    let metrics = h.metrics.render();
+    assert!(
+        metrics.contains(&format!(
+            "capmox_machines{{phase=\"Provisioned\",node=\"{node}\"}} 1"
+        )),
+        "{metrics}"
+    );
+    assert!(metrics.contains("capmox_reconcile_duration_seconds_count{controller=\"proxmoxmachine\"}"));
+    assert!(
+        metrics.contains("endpoint=\"/nodes/{node}/qemu/{vmid}/clone\""),
+        "{metrics}"
+    );
     let vm = h.sim.state().vm(vmid).expect("the VM exists");
     assert_eq!(vm.config.get("name").map(String::as_str), Some("c1-cp-0"));
     // The CAPI stand-in sets the nodeRef; the ISO is then detached and deleted.
@@ -49,6 +63,12 @@ async fn cloud_config_machine_reaches_ready_and_deletes_cleanly() {
     h.delete_machine("c1-cp-0", 60).await;
     let pm_gone = h.pms().get_opt("c1-cp-0").await.unwrap();
     assert!(pm_gone.is_none());
+    assert!(
+        !h.metrics
+            .render()
+            .contains("capmox_machines{phase=\"Provisioned\",node=\"pve1\"} 1"),
+        "a deleted machine leaves the gauge"
+    );
     wait_for(30, "no leftovers", || async {
         let l = h.leftovers().await;
         (l.0.is_empty() && l.1.is_empty() && l.2 == 0).then_some(())
