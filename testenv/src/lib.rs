@@ -10,6 +10,7 @@ pub mod crds;
 pub mod kubeconfig;
 pub mod real;
 pub mod server;
+pub mod wait;
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +18,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::config::KubeConfigOptions;
 
 pub use server::ServerOptions;
+pub use wait::wait_for;
 
 /// Errors of the test control plane.
 #[derive(Debug, thiserror::Error)]

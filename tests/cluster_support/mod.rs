@@ -6,10 +6,9 @@
 pub mod proxy;
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capmox::cluster::ClusterSettings;
 use capmox::context::{Context, ControllerSettings};
@@ -280,20 +279,8 @@ pub fn spec(secret: Option<&str>) -> serde_json::Value {
 }
 
 /// Polls `f` until it returns `Some`, failing after `secs` seconds.
-pub async fn wait_for<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+#[allow(unused_imports)]
+pub use testenv::wait_for;
 
 /// Installs our CRDs, the CAPI Cluster CRD and the in-cluster IPAM pool CRD (from
 /// `../shared/compat` when present, otherwise generated from our own small types).

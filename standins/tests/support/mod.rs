@@ -2,9 +2,6 @@
 //! and the provider use, and a namespace.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::future::Future;
-use std::time::{Duration, Instant};
-
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use serde_json::json;
@@ -45,17 +42,5 @@ pub async fn start(gc: bool) -> Env {
 }
 
 /// Polls `f` until it returns `Some`, failing after `secs` seconds.
-pub async fn wait_for<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+#[allow(unused_imports)]
+pub use testenv::wait_for;

@@ -1,9 +1,6 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::future::Future;
-use std::time::{Duration, Instant};
-
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
@@ -33,20 +30,8 @@ pub async fn namespace(client: &kube::Client) -> String {
 }
 
 /// Polls `f` until it returns `Some`, failing after `secs` seconds.
-pub async fn wait_for<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+#[allow(unused_imports)]
+pub use testenv::wait_for;
 
 fn widget_schema() -> Value {
     json!({
