@@ -908,3 +908,50 @@ async fn crash_during_the_iso_import_does_not_upload_again() {
     mc.kill().await;
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_stop_is_retried_only_after_the_retry_delay() {
+    let settings = MachineSettings {
+        retry_delay: Duration::from_secs(600),
+        ..crash_settings()
+    };
+    let (h, mut mc) = setup(pve_sim::SimConfig::default(), settings).await;
+    let st = h.sim.state();
+    let vmid = provision_fully(&h, "stopfail").await;
+    st.set_faults(pve_sim::FaultSpec {
+        task_failure_rate: 1.0,
+        ..Default::default()
+    });
+    h.machines()
+        .delete("stopfail", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    wait_pm(&h, "stopfail", "deletion failed", |pm| {
+        reason_of(pm).as_deref() == Some(capmox_api::v1alpha2::DELETION_FAILED_REASON)
+    })
+    .await;
+    // More passes (watch events) must not issue the failed stop again and again.
+    for i in 0..4 {
+        let total = st.request_total();
+        annotate(&h, "stopfail", "test.capmox/poke", Some(&i.to_string())).await;
+        wait_true(30, "another pass", || async { st.request_total() > total }).await;
+    }
+    assert_eq!(st.request_count(STOP), 1, "one failed stop, then the retry delay");
+    assert_eq!(st.request_count(DESTROY), 0);
+    // The retry delay is over (cleared instead of waited for): the stop is retried and succeeds.
+    st.set_faults(pve_sim::FaultSpec::default());
+    h.pms()
+        .patch_status(
+            "stopfail",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"retryAfter": null}})),
+        )
+        .await
+        .unwrap();
+    wait_true(60, "stopfail deleted", || gone(&h, "stopfail")).await;
+    assert_deleted_cleanly(&h, "stopfail", vmid, "failed stop").await;
+    assert_eq!(st.request_count(STOP), 2);
+    assert_eq!(st.request_count(DESTROY), 1);
+    mc.kill().await;
+    h.stop().await;
+}

@@ -142,11 +142,16 @@ pub async fn delete(
         (_, None) => (None, VmPresence::NotReserved, None),
     };
     let claims = live_claims(kube, pm).await?;
+    let retry_after = st.retry_after.as_ref().and_then(super::until);
+    if retry_after.is_none() && st.retry_after.is_some() {
+        pm.status.get_or_insert_with(Default::default).retry_after = None;
+    }
     let facts = DeleteFacts {
         task,
         vm: vm.clone(),
         bootstrap_iso,
         claims_left: !claims.is_empty(),
+        retry_after,
     };
     let step = decide_delete(&facts);
     tracing::debug!(machine = %name, ?step, "next delete step");
@@ -159,8 +164,12 @@ pub async fn delete(
     let next = match (&step, proxmox, vm_facts) {
         (DeleteStep::PollTask, _, _) => Next::After(settings.task_poll_initial),
         (DeleteStep::ForgetTask { failure }, _, _) => {
-            pm.status.get_or_insert_with(Default::default).task_ref = None;
+            let status = pm.status.get_or_insert_with(Default::default);
+            status.task_ref = None;
             if let Some(f) = failure {
+                // Not retried at once: a stop or destroy that keeps failing must not flood
+                // Proxmox with tasks (capmox #96).
+                status.retry_after = Some(super::later(settings.retry_delay));
                 set_condition(
                     pm,
                     api::DELETION_FAILED_REASON,
@@ -168,11 +177,19 @@ pub async fn delete(
                 );
                 return Ok(DeleteOutcome {
                     step,
-                    next: Next::After(settings.task_poll_initial),
+                    next: Next::After(settings.retry_delay),
                     finished: false,
                 });
             }
             Next::Now
+        }
+        // The condition keeps showing the failure until the retry.
+        (DeleteStep::WaitForRetry(left), _, _) => {
+            return Ok(DeleteOutcome {
+                step: step.clone(),
+                next: Next::After(*left),
+                finished: false,
+            });
         }
         (DeleteStep::WaitForUnlock(lock), _, _) => {
             message = format!("VM is locked ({lock})");

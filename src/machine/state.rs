@@ -369,6 +369,9 @@ pub struct DeleteFacts {
     pub bootstrap_iso: Option<IsoLocation>,
     /// IPAddressClaims owned by the machine still exist.
     pub claims_left: bool,
+    /// `status.retryAfter` is still in the future by this much (a failed stop or destroy is not
+    /// retried before).
+    pub retry_after: Option<Duration>,
 }
 
 /// Where a bootstrap ISO lives.
@@ -394,6 +397,8 @@ pub enum DeleteStep {
     },
     /// Wait while the VM is locked by someone else's task.
     WaitForUnlock(String),
+    /// A task of the delete flow failed; wait this long before trying again.
+    WaitForRetry(Duration),
     /// Stop the running VM (hard stop; the machine is going away).
     StopVm,
     /// Destroy the stopped VM with `purge=1` (removes it from HA, backup jobs and replication).
@@ -418,6 +423,9 @@ pub fn decide_delete(f: &DeleteFacts) -> DeleteStep {
         }
         Some(TaskFacts::Unknown) => return DeleteStep::ForgetTask { failure: None },
         Some(TaskFacts::Succeeded) | None => {}
+    }
+    if let Some(left) = f.retry_after {
+        return DeleteStep::WaitForRetry(left);
     }
     if let VmPresence::Ours(vm) = &f.vm {
         if let Some(lock) = vm.config.lock.as_deref().filter(|l| !l.is_empty()) {

@@ -277,7 +277,24 @@ fn delete_facts() -> DeleteFacts {
         vm: VmPresence::NotReserved,
         bootstrap_iso: None,
         claims_left: false,
+        retry_after: None,
     }
+}
+
+#[test]
+fn delete_retries_a_failed_task_only_after_the_delay() {
+    let mut f = delete_facts();
+    f.vm = vm(Power::Running, shaped_config());
+    f.retry_after = Some(Duration::from_secs(30));
+    assert_eq!(
+        decide_delete(&f),
+        DeleteStep::WaitForRetry(Duration::from_secs(30))
+    );
+    f.task = Some(TaskFacts::Running);
+    assert_eq!(decide_delete(&f), DeleteStep::PollTask);
+    f.task = None;
+    f.retry_after = None;
+    assert_eq!(decide_delete(&f), DeleteStep::StopVm);
 }
 
 #[test]
