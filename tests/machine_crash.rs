@@ -4,7 +4,11 @@
 //! never reaches Proxmox), restarted, and must finish the job without a second clone, a leaked
 //! VM/ISO/claim, or a repeated stop/destroy. Further tests pin the delete flow's ordering (stop
 //! awaited before destroy, `purge=1`), HA-managed VMs, no duplicate tasks while one is in flight,
-//! VMs that vanished behind the controller's back, and deletion during a running clone.
+//! VMs that vanished behind the controller's back, deletion during a running (or failing) clone,
+//! a crash during the ISO import, and failed tasks being retried (once, after the retry delay).
+//!
+//! A sweep runs `k = 1, 2, …` until one run finishes before the gate closes, so every position of
+//! that run is covered (the run length varies by a few task polls with timing).
 //!
 //! The sweeps run only the machine controller once the cluster is ready (the ProxmoxCluster
 //! controller's version probes and inventory refreshes would otherwise interleave with the
@@ -339,6 +343,11 @@ async fn provisioning_sweep(tasks: &[(&str, u64)]) -> u64 {
         );
         assert_eq!(st.non_template_vmids(), vec![vmid], "{what}: no other VM");
         assert_vm_configured(&h, vmid, &what);
+        assert_eq!(
+            located_machines(&h).await,
+            vec![name.clone()],
+            "{what}: node location"
+        );
         let (_, isos, _) = h.leftovers().await;
         assert!(isos.is_empty(), "{what}: ISOs left: {isos:?}");
         let after = st.request_counts();
@@ -685,6 +694,16 @@ async fn no_second_stop_or_destroy_while_one_is_in_flight() {
         let polls = st.request_count(TASK_STATUS);
         annotate(&h, "hold1", "test.capmox/poke", Some(&i.to_string())).await;
         wait_true(30, "the task polled again", || async {
+            st.request_count(TASK_STATUS) > polls
+        })
+        .await;
+    }
+    // A crash while the stop runs: the restarted controller polls the recorded task.
+    mc.kill().await;
+    mc.start(&h);
+    for _ in 0..3 {
+        let polls = st.request_count(TASK_STATUS);
+        wait_true(30, "the stop task polled after the restart", || async {
             st.request_count(TASK_STATUS) > polls
         })
         .await;
