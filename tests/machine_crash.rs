@@ -815,6 +815,16 @@ async fn deletion_waits_for_a_running_clone() {
         })
         .await;
     }
+    // A crash while the clone runs changes nothing: the restarted controller polls it again.
+    mc.kill().await;
+    mc.start(&h);
+    for _ in 0..3 {
+        let polls = st.request_count(TASK_STATUS);
+        wait_true(30, "the clone task polled after the restart", || async {
+            st.request_count(TASK_STATUS) > polls
+        })
+        .await;
+    }
     let held = st.request_counts();
     assert_eq!(delta(&counts, &held, STOP) + delta(&counts, &held, DESTROY), 0);
     assert!(h.pms().get_opt("clone1").await.unwrap().is_some());
@@ -1031,6 +1041,22 @@ async fn concurrent_provisioning_survives_sampled_crashes() {
         }
         wait_no_leftovers(&h, &format!("round {round} deleted")).await;
     }
+    mc.kill().await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_vm_at_the_recorded_vmid_is_never_destroyed() {
+    let (h, mut mc) = setup(pve_sim::SimConfig::default(), crash_settings()).await;
+    let st = h.sim.state();
+    let vmid = provision_fully(&h, "own1").await;
+    // Someone else's VM now sits at the recorded VMID (e.g. ours was replaced by hand).
+    assert!(st.set_config(vmid, "name", "someone-else"));
+    h.delete_machine("own1", 30).await;
+    let vm = st.vm(vmid).expect("the foreign VM is kept");
+    assert_eq!(vm.power, pve_sim::PowerState::Running);
+    assert_eq!(st.request_count(STOP) + st.request_count(DESTROY), 0);
+    assert!(!located_machines(&h).await.contains(&"own1".to_owned()));
     mc.kill().await;
     h.stop().await;
 }
