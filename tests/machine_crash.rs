@@ -866,7 +866,12 @@ async fn failed_clone_task_is_forgotten_and_retried() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletion_after_a_failed_clone_finishes() {
-    let (h, mut mc) = setup(pve_sim::SimConfig::default(), crash_settings()).await;
+    // A long retry delay: without a VM there is nothing to hold back, so it must not matter.
+    let settings = MachineSettings {
+        retry_delay: Duration::from_secs(600),
+        ..crash_settings()
+    };
+    let (h, mut mc) = setup(pve_sim::SimConfig::default(), settings).await;
     let st = h.sim.state();
     st.hold_tasks();
     st.set_faults(pve_sim::FaultSpec {
@@ -1057,6 +1062,51 @@ async fn foreign_vm_at_the_recorded_vmid_is_never_destroyed() {
     assert_eq!(vm.power, pve_sim::PowerState::Running);
     assert_eq!(st.request_count(STOP) + st.request_count(DESTROY), 0);
     assert!(!located_machines(&h).await.contains(&"own1".to_owned()));
+    mc.kill().await;
+    h.stop().await;
+}
+
+/// The clone request reached Proxmox but its answer never got recorded (a crash or a lost response
+/// between the call and the status write): the half-created VM (`lock: clone`, no name yet) at the
+/// recorded VMID must be waited for and adopted, not taken for someone else's VM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unrecorded_clone_in_flight_is_adopted_not_repeated() {
+    let (h, mut mc) = setup(pve_sim::SimConfig::default(), crash_settings()).await;
+    let st = h.sim.state();
+    st.hold_tasks();
+    h.create_machine("c1", "lost1", false, bootstrap(), json!({}))
+        .await;
+    let pm = wait_pm(&h, "lost1", "clone in flight", |pm| {
+        pm.status
+            .as_ref()
+            .and_then(|s| s.task_ref.as_deref())
+            .is_some_and(|t| t.contains(":qmclone:"))
+    })
+    .await;
+    let vmid = recorded_vmid(&pm).unwrap();
+    mc.kill().await;
+    h.pms()
+        .patch_status(
+            "lost1",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"taskRef": null}})),
+        )
+        .await
+        .unwrap();
+    mc.start(&h);
+    for _ in 0..3 {
+        let total = st.request_total();
+        wait_true(30, "another pass", || async { st.request_total() > total + 2 }).await;
+    }
+    let pm = h.pms().get("lost1").await.unwrap();
+    assert_eq!(recorded_vmid(&pm), Some(vmid), "the VMID is kept");
+    assert_eq!(st.request_count(CLONE), 1, "no second clone");
+    st.release_tasks();
+    wait_true(60, "lost1 provisioned", || provisioning_done(&h, "lost1")).await;
+    assert_eq!(vms_named(&h, "lost1"), vec![vmid]);
+    assert_eq!(st.non_template_vmids(), vec![vmid]);
+    assert_eq!(st.request_count(CLONE), 1);
+    delete_and_wait(&h, "lost1").await;
     mc.kill().await;
     h.stop().await;
 }

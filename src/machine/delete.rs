@@ -175,9 +175,14 @@ pub async fn delete(
                     api::DELETION_FAILED_REASON,
                     format!("Proxmox task failed: {f}"),
                 );
+                let next = if vm_facts.is_some() {
+                    Next::After(settings.retry_delay)
+                } else {
+                    Next::Now
+                };
                 return Ok(DeleteOutcome {
                     step,
-                    next: Next::After(settings.retry_delay),
+                    next,
                     finished: false,
                 });
             }

@@ -79,7 +79,11 @@ async fn read_vm(proxmox: &Client, node: &str, vmid: u32) -> Result<Option<VmFac
 }
 
 fn classify(name: &str, vm: VmFacts) -> VmPresence {
-    if vm.config.template || vm.config.name.as_deref() != Some(name) {
+    // A clone still running has a temporary config without a name (its answer may never have
+    // been recorded: a crash or a lost response). It is not someone else's VM yet: both flows
+    // wait while a VM is locked and classify it again by name once the clone is done.
+    let cloning = vm.config.lock.as_deref() == Some("clone") && vm.config.name.is_none();
+    if !cloning && (vm.config.template || vm.config.name.as_deref() != Some(name)) {
         VmPresence::Foreign {
             name: vm.config.name.clone(),
         }

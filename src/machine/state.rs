@@ -370,7 +370,7 @@ pub struct DeleteFacts {
     /// IPAddressClaims owned by the machine still exist.
     pub claims_left: bool,
     /// `status.retryAfter` is still in the future by this much (a failed stop or destroy is not
-    /// retried before).
+    /// retried before; the rest of the cleanup does not wait).
     pub retry_after: Option<Duration>,
 }
 
@@ -424,12 +424,13 @@ pub fn decide_delete(f: &DeleteFacts) -> DeleteStep {
         Some(TaskFacts::Unknown) => return DeleteStep::ForgetTask { failure: None },
         Some(TaskFacts::Succeeded) | None => {}
     }
-    if let Some(left) = f.retry_after {
-        return DeleteStep::WaitForRetry(left);
-    }
     if let VmPresence::Ours(vm) = &f.vm {
         if let Some(lock) = vm.config.lock.as_deref().filter(|l| !l.is_empty()) {
             return DeleteStep::WaitForUnlock(lock.to_owned());
+        }
+        // Only a stop or destroy is held back after a failure; cleanup without a VM is not.
+        if let Some(left) = f.retry_after {
+            return DeleteStep::WaitForRetry(left);
         }
         return match vm.power {
             Power::Running | Power::Paused => DeleteStep::StopVm,

@@ -293,6 +293,14 @@ fn delete_retries_a_failed_task_only_after_the_delay() {
     f.task = Some(TaskFacts::Running);
     assert_eq!(decide_delete(&f), DeleteStep::PollTask);
     f.task = None;
+    f.vm = VmPresence::Missing;
+    f.claims_left = true;
+    assert_eq!(
+        decide_delete(&f),
+        DeleteStep::ReleaseIpAddresses,
+        "no VM: nothing to hold back"
+    );
+    f.vm = vm(Power::Running, shaped_config());
     f.retry_after = None;
     assert_eq!(decide_delete(&f), DeleteStep::StopVm);
 }
