@@ -1018,7 +1018,18 @@ async fn concurrent_provisioning_survives_sampled_crashes() {
         } else {
             st.open_gate();
         }
-        wait_true(90, &format!("round {round} provisioned"), all_done).await;
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while !all_done().await {
+            if Instant::now() > deadline {
+                for n in &names {
+                    let pm = h.pms().get(n).await.unwrap();
+                    let vm = recorded_vmid(&pm).and_then(|v| st.vm(v));
+                    eprintln!("{n}: status {:?}; VM {vm:?}", pm.status);
+                }
+                panic!("round {round} (crash at {k}) not provisioned");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let mut vmids = Vec::new();
         for n in &names {
             let vmid = recorded_vmid(&h.pms().get(n).await.unwrap()).unwrap();
