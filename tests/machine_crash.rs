@@ -1121,3 +1121,29 @@ async fn unrecorded_clone_in_flight_is_adopted_not_repeated() {
     mc.kill().await;
     h.stop().await;
 }
+
+/// A crash between the spec write (VMID) and the status write (node) of the reservation leaves a
+/// VMID without a node: the machine reserves again instead of failing forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vmid_recorded_without_node_is_reserved_again() {
+    let (h, mut mc) = setup(pve_sim::SimConfig::default(), crash_settings()).await;
+    let st = h.sim.state();
+    mc.kill().await;
+    h.create_machine(
+        "c1",
+        "half1",
+        false,
+        bootstrap(),
+        json!({"virtualMachineID": 150}),
+    )
+    .await;
+    mc.start(&h);
+    wait_true(60, "half1 provisioned", || provisioning_done(&h, "half1")).await;
+    let vmid = recorded_vmid(&h.pms().get("half1").await.unwrap()).unwrap();
+    assert_eq!(vms_named(&h, "half1"), vec![vmid]);
+    assert_eq!(st.non_template_vmids(), vec![vmid]);
+    assert_eq!(st.request_count(CLONE), 1);
+    delete_and_wait(&h, "half1").await;
+    mc.kill().await;
+    h.stop().await;
+}

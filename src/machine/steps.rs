@@ -250,9 +250,9 @@ async fn clone(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepResult,
         super::observe::recorded_vmid(pm),
         pm.status.as_ref().and_then(|s| s.proxmox_node.clone()),
     ) else {
-        return Err(MachineError::Invalid(
-            "clone without a reserved VMID and node".into(),
-        ));
+        // The VMID was recorded but the node was not (spec and status are two writes; a crash
+        // can fall between them). No VM exists at that VMID, so reserving again is safe.
+        return placement::reserve(env, pm).await;
     };
     let template = match placement::template(env, pm).await? {
         Ok(t) => t,
