@@ -339,7 +339,9 @@ async fn reconcile(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Result<A
         (None, Some(c)) => pcs
             .list(&kube::api::ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={c}")))
             .await
-            .map_err(MachineError::kube(format!("listing ProxmoxClusters of cluster {ns}/{c}")))?
+            .map_err(MachineError::kube(format!(
+                "listing ProxmoxClusters of cluster {ns}/{c}"
+            )))?
             .items
             .into_iter()
             .next(),
