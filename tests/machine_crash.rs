@@ -857,7 +857,9 @@ async fn failed_clone_task_is_forgotten_and_retried() {
     assert_eq!(pm.status.as_ref().and_then(|s| s.task_ref.clone()), None);
     let vmid = recorded_vmid(&pm).unwrap();
     assert_eq!(vms_named(&h, "fail1"), vec![vmid]);
-    assert_eq!(st.request_count(CLONE), 2);
+    // At least the failed clone and the successful retry (another failed try may slip in before
+    // the fault is lifted); only one VM came out of them.
+    assert!(st.request_count(CLONE) >= 2);
     h.delete_machine("fail1", 60).await;
     wait_no_leftovers(&h, "fail1 deleted").await;
     mc.kill().await;

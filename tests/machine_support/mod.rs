@@ -4,9 +4,8 @@
 //! controllers (a crash: in-flight work is dropped, nothing is shut down gracefully).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capmox::cluster::ClusterSettings;
 use capmox::context::{Context, ControllerSettings};
@@ -381,20 +380,8 @@ pub fn merge(base: &mut serde_json::Value, extra: serde_json::Value) {
 }
 
 /// Polls `f` until it returns `Some`, failing after `secs` seconds.
-pub async fn wait_for<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+#[allow(unused_imports)]
+pub use testenv::wait_for;
 
 /// Name helper for readability in tests.
 pub fn name_of(pm: &ProxmoxMachine) -> String {
