@@ -12,14 +12,14 @@ use capmox_api::capi::ipam::InClusterIPPool;
 use capmox_api::capi::{
     CLUSTER_GROUP, CLUSTER_KIND, CLUSTER_PLURAL, MANAGED_BY_ANNOTATION, api_version_in_group,
 };
-use capmox_api::consts::{CLUSTER_NAME_LABEL, EVENT_RECORDER_NAME, GROUP, PAUSED_ANNOTATION};
+use capmox_api::consts::{CLUSTER_NAME_LABEL, GROUP, PAUSED_ANNOTATION};
 use capmox_api::v1alpha2::{ProxmoxCluster, ProxmoxClusterStatus, ProxmoxMachine};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Action, Config};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
@@ -144,18 +144,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         None => Api::all(c.clone()),
     };
 
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_tx.send(());
-    });
-
-    let reporter = Reporter {
-        controller: EVENT_RECORDER_NAME.to_owned(),
-        instance: std::env::var("POD_NAME").ok(),
-    };
+    let stop = super::shutdown_signal(shutdown);
     let cctx = Arc::new(ClusterCtx {
-        recorder: Recorder::new(client.clone(), reporter),
+        recorder: super::recorder(client.clone()),
         backoff: Backoff::default(),
         inventory_at: Mutex::new(HashMap::new()),
         ctx: ctx.clone(),
@@ -171,9 +162,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         .watches(machines, wc.clone(), move |m| machine_to_pcs(&m, &s2))
         .watches(secrets, wc, move |s| secret_to_pcs(&s, &s3))
         .with_config(Config::default().concurrency(ctx.settings.concurrency))
-        .graceful_shutdown_on(async move {
-            let _ = stop_rx.await;
-        })
+        .graceful_shutdown_on(stop)
         .run(reconcile, error_policy, cctx)
         .for_each(|r| async move {
             if let Err(e) = r {

@@ -12,16 +12,14 @@ use capmox_api::capi::views::{ClusterView, MachineView};
 use capmox_api::capi::{
     CLUSTER_GROUP, CLUSTER_KIND, CLUSTER_PLURAL, IPAM_GROUP, MACHINE_KIND, MACHINE_PLURAL,
 };
-use capmox_api::consts::{
-    CLUSTER_NAME_LABEL, EVENT_RECORDER_NAME, GROUP, MACHINE_FINALIZER, PAUSED_ANNOTATION,
-};
+use capmox_api::consts::{CLUSTER_NAME_LABEL, GROUP, MACHINE_FINALIZER, PAUSED_ANNOTATION};
 use capmox_api::v1alpha2::{self as api, ProxmoxCluster, ProxmoxMachine};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Action, Config};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
@@ -115,17 +113,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let pcs: Api<ProxmoxCluster> = api_for(&client, &ns);
     let secrets: Api<PartialObjectMeta<Secret>> = api_for(&client, &ns);
 
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_tx.send(());
-    });
-    let reporter = Reporter {
-        controller: EVENT_RECORDER_NAME.to_owned(),
-        instance: std::env::var("POD_NAME").ok(),
-    };
+    let stop = super::shutdown_signal(shutdown);
     let mc = Arc::new(MachineCtx {
-        recorder: Recorder::new(client.clone(), reporter),
+        recorder: super::recorder(client.clone()),
         errors: Backoff::default(),
         polls: Backoff::default(),
         machine_ar: machine_ar.clone(),
@@ -166,9 +156,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             },
         )
         .with_config(Config::default().concurrency(ctx.settings.concurrency))
-        .graceful_shutdown_on(async move {
-            let _ = stop_rx.await;
-        })
+        .graceful_shutdown_on(stop)
         .run(reconcile, error_policy, mc)
         .for_each(|r| async move {
             if let Err(e) = r {

@@ -5,3 +5,32 @@ pub mod cluster;
 pub mod machine;
 
 pub mod rbac;
+
+use std::future::Future;
+
+use capmox_api::consts::EVENT_RECORDER_NAME;
+use kube::runtime::events::{Recorder, Reporter};
+
+/// The event recorder controllers publish with: capmox's `proxmox-controller`, instance = pod name.
+pub fn recorder(client: kube::Client) -> Recorder {
+    let reporter = Reporter {
+        controller: EVENT_RECORDER_NAME.to_owned(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    Recorder::new(client, reporter)
+}
+
+/// `shutdown` as the `Send + Sync` future kube-runtime's graceful shutdown wants (it is awaited
+/// on its own task).
+pub fn shutdown_signal(
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> impl Future<Output = ()> + Send + Sync + 'static {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = tx.send(());
+    });
+    async move {
+        let _ = rx.await;
+    }
+}
