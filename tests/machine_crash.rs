@@ -38,6 +38,14 @@ const DESTROY: &str = "DELETE /nodes/{node}/qemu/{vmid}";
 
 /// Fast timings, but a long safety-net resync so idle machines make no Proxmox calls while a
 /// gate position is being counted.
+/// Waits until pve-sim answered `n` more task-status polls (the controller looked at its task again).
+async fn wait_task_polls(st: &pve_sim::SimState, n: usize, what: &str) {
+    for _ in 0..n {
+        let polls = st.request_count(TASK_STATUS);
+        wait_true(30, what, || async { st.request_count(TASK_STATUS) > polls }).await;
+    }
+}
+
 fn crash_settings() -> MachineSettings {
     MachineSettings {
         task_poll_initial: Duration::from_millis(10),
@@ -701,13 +709,7 @@ async fn no_second_stop_or_destroy_while_one_is_in_flight() {
     // A crash while the stop runs: the restarted controller polls the recorded task.
     mc.kill().await;
     mc.start(&h);
-    for _ in 0..3 {
-        let polls = st.request_count(TASK_STATUS);
-        wait_true(30, "the stop task polled after the restart", || async {
-            st.request_count(TASK_STATUS) > polls
-        })
-        .await;
-    }
+    wait_task_polls(&st, 3, "the stop task polled after the restart").await;
     let held = st.request_counts();
     assert_eq!(delta(&counts, &held, STOP), 1, "one stop while it is in flight");
     assert_eq!(
@@ -808,23 +810,11 @@ async fn deletion_waits_for_a_running_clone() {
     })
     .await;
     // The deletion keeps polling the clone and touches nothing else.
-    for _ in 0..3 {
-        let polls = st.request_count(TASK_STATUS);
-        wait_true(30, "the clone task polled", || async {
-            st.request_count(TASK_STATUS) > polls
-        })
-        .await;
-    }
+    wait_task_polls(&st, 3, "the clone task polled").await;
     // A crash while the clone runs changes nothing: the restarted controller polls it again.
     mc.kill().await;
     mc.start(&h);
-    for _ in 0..3 {
-        let polls = st.request_count(TASK_STATUS);
-        wait_true(30, "the clone task polled after the restart", || async {
-            st.request_count(TASK_STATUS) > polls
-        })
-        .await;
-    }
+    wait_task_polls(&st, 3, "the clone task polled after the restart").await;
     let held = st.request_counts();
     assert_eq!(delta(&counts, &held, STOP) + delta(&counts, &held, DESTROY), 0);
     assert!(h.pms().get_opt("clone1").await.unwrap().is_some());
@@ -923,13 +913,7 @@ async fn crash_during_the_iso_import_does_not_upload_again() {
     assert_eq!(task_results(&h, "imgcopy"), vec![None], "the import still runs");
     mc.kill().await;
     mc.start(&h);
-    for _ in 0..3 {
-        let polls = st.request_count(TASK_STATUS);
-        wait_true(30, "the import task polled", || async {
-            st.request_count(TASK_STATUS) > polls
-        })
-        .await;
-    }
+    wait_task_polls(&st, 3, "the import task polled").await;
     assert_eq!(
         st.request_count(UPLOAD),
         1,
