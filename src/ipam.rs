@@ -663,14 +663,14 @@ pub struct EnsureOutcome {
     pub existing: Vec<String>,
 }
 
-/// Creates every desired claim that does not exist yet in `namespace` (v1beta2; v1beta1 when the API
-/// server only serves that, i.e. CAPI 1.10). Existing claims are never modified or deleted.
+/// Creates every desired claim that does not exist yet in `namespace`, in the served `version`
+/// (see [`served_ipam_version`]). Existing claims are never modified or deleted.
 pub async fn ensure_claims(
     client: &kube::Client,
+    version: IpamApiVersion,
     namespace: &str,
     desired: &[DesiredClaim],
 ) -> Result<EnsureOutcome, IpamError> {
-    let version = served_ipam_version(client).await;
     let v2: Api<v1beta2::IPAddressClaim> = Api::namespaced(client.clone(), namespace);
     let v1: Api<v1beta1::IPAddressClaim> = Api::namespaced(client.clone(), namespace);
     let mut out = EnsureOutcome::default();
@@ -702,10 +702,10 @@ pub async fn ensure_claims(
 /// (so [`Resolution::orphaned`] can report it). Absent objects are simply not returned.
 pub async fn load(
     client: &kube::Client,
+    version: IpamApiVersion,
     namespace: &str,
     desired: &[DesiredClaim],
 ) -> Result<(Vec<v1beta2::IPAddressClaim>, Vec<v1beta2::IPAddress>), IpamError> {
-    let version = served_ipam_version(client).await;
     let err = |action, name: &str, source| IpamError::Kube {
         action,
         namespace: namespace.to_owned(),

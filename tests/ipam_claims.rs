@@ -153,7 +153,9 @@ async fn ensure_claims_creates_v1beta2_claims_once_and_load_resolves() {
         vec!["m1-net0-00-inet", "m1-net0-01-inet", "m1-net1-00-inet"]
     );
 
-    let first = ipam::ensure_claims(&client, NS, &desired).await.unwrap();
+    let first = ipam::ensure_claims(&client, ipam::served_ipam_version(&client).await, NS, &desired)
+        .await
+        .unwrap();
     assert_eq!(first.created, names);
     assert!(first.existing.is_empty());
 
@@ -167,7 +169,9 @@ async fn ensure_claims_creates_v1beta2_claims_once_and_load_resolves() {
     }
 
     // Idempotent: nothing created, nothing modified.
-    let second = ipam::ensure_claims(&client, NS, &desired).await.unwrap();
+    let second = ipam::ensure_claims(&client, ipam::served_ipam_version(&client).await, NS, &desired)
+        .await
+        .unwrap();
     assert!(second.created.is_empty());
     assert_eq!(second.existing, names);
     for (d, v) in desired.iter().zip(&versions) {
@@ -175,7 +179,9 @@ async fn ensure_claims_creates_v1beta2_claims_once_and_load_resolves() {
     }
 
     // Nothing fulfilled yet: all pending, none missing.
-    let (claims, addresses) = ipam::load(&client, NS, &desired).await.unwrap();
+    let (claims, addresses) = ipam::load(&client, ipam::served_ipam_version(&client).await, NS, &desired)
+        .await
+        .unwrap();
     assert_eq!(claims.len(), 3);
     assert!(addresses.is_empty());
     let r = ipam::resolve(&desired, &claims, &addresses);
@@ -203,7 +209,9 @@ async fn ensure_claims_creates_v1beta2_claims_once_and_load_resolves() {
         .await
         .unwrap();
 
-    let (claims, addresses) = ipam::load(&client, NS, &desired).await.unwrap();
+    let (claims, addresses) = ipam::load(&client, ipam::served_ipam_version(&client).await, NS, &desired)
+        .await
+        .unwrap();
     assert_eq!(addresses.len(), 1);
     let r = ipam::resolve(&desired, &claims, &addresses);
     assert_eq!(r.pending, vec!["m1-net0-01-inet", "m1-net1-00-inet"]);
@@ -223,18 +231,24 @@ async fn ensure_claims_falls_back_to_v1beta1_on_capi_1_10() {
         ipam::IpamApiVersion::V1beta1
     );
 
-    let first = ipam::ensure_claims(&client, NS, &desired).await.unwrap();
+    let first = ipam::ensure_claims(&client, ipam::served_ipam_version(&client).await, NS, &desired)
+        .await
+        .unwrap();
     assert_eq!(first.created.len(), 3);
     let api: Api<v1beta1::IPAddressClaim> = Api::namespaced(client.clone(), NS);
     for d in &desired {
         let claim = api.get(&d.name).await.unwrap();
         check_claim_metadata(&m, d, &claim.metadata, &claim.spec.pool_ref);
     }
-    let second = ipam::ensure_claims(&client, NS, &desired).await.unwrap();
+    let second = ipam::ensure_claims(&client, ipam::served_ipam_version(&client).await, NS, &desired)
+        .await
+        .unwrap();
     assert_eq!(second.existing.len(), 3);
     assert!(second.created.is_empty());
 
-    let (claims, addresses) = ipam::load(&client, NS, &desired).await.unwrap();
+    let (claims, addresses) = ipam::load(&client, ipam::served_ipam_version(&client).await, NS, &desired)
+        .await
+        .unwrap();
     assert_eq!(claims.len(), 3);
     assert!(addresses.is_empty());
     assert_eq!(claims[0].name_any(), "m1-net0-00-inet");
@@ -260,7 +274,9 @@ async fn load_reports_an_ip_address_left_without_its_claim() {
     );
     addrs.create(&PostParams::default(), &a).await.unwrap();
 
-    let (claims, addresses) = ipam::load(&client, NS, &desired).await.unwrap();
+    let (claims, addresses) = ipam::load(&client, ipam::served_ipam_version(&client).await, NS, &desired)
+        .await
+        .unwrap();
     assert!(claims.is_empty());
     assert_eq!(addresses.len(), 1);
     let r = ipam::resolve(&desired, &claims, &addresses);

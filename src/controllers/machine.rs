@@ -29,6 +29,7 @@ use super::cluster::Backoff;
 use crate::cluster;
 use crate::conditions;
 use crate::context::Context;
+use crate::ipam::IpamApiVersion;
 use crate::machine::delete::delete;
 use crate::machine::reconcile::{PassInputs, provision};
 use crate::machine::state::Step;
@@ -50,6 +51,8 @@ struct MachineCtx {
     polls: Backoff,
     machine_ar: ApiResource,
     cluster_ar: ApiResource,
+    /// The IPAM API version served, discovered once at startup.
+    ipam_version: IpamApiVersion,
 }
 
 fn key(pm: &ProxmoxMachine) -> String {
@@ -103,7 +106,11 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         }
     };
     let capi = served_version(&client, CLUSTER_GROUP, &["v1beta2", "v1beta1"]).await;
-    let ipam = served_version(&client, IPAM_GROUP, &["v1beta2", "v1beta1"]).await;
+    let ipam_version = crate::ipam::served_ipam_version(&client).await;
+    let ipam = match ipam_version {
+        IpamApiVersion::V1beta2 => "v1beta2",
+        IpamApiVersion::V1beta1 => "v1beta1",
+    };
     let machine_ar = resource(CLUSTER_GROUP, capi, MACHINE_KIND, MACHINE_PLURAL);
     let cluster_ar = resource(CLUSTER_GROUP, capi, CLUSTER_KIND, CLUSTER_PLURAL);
     let claim_ar = resource(IPAM_GROUP, ipam, "IPAddressClaim", "ipaddressclaims");
@@ -120,6 +127,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         polls: Backoff::default(),
         machine_ar: machine_ar.clone(),
         cluster_ar: cluster_ar.clone(),
+        ipam_version,
         ctx: ctx.clone(),
     });
 
@@ -341,7 +349,15 @@ async fn reconcile(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Result<A
             Some(pc) => proxmox_client(ctx, pc).await.ok(),
             None => ctx.proxmox.global().cloned(),
         };
-        let out = delete(&ctx.client, px.as_ref(), pc.as_ref(), settings, &mut work).await?;
+        let out = delete(
+            &ctx.client,
+            mc.ipam_version,
+            px.as_ref(),
+            pc.as_ref(),
+            settings,
+            &mut work,
+        )
+        .await?;
         if out.finished {
             work.finalizers_mut().retain(|f| f != MACHINE_FINALIZER);
             persist_status(ctx, &pm, &work).await?;
@@ -391,6 +407,7 @@ async fn reconcile(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Result<A
         cluster_infrastructure_ready: cluster.infrastructure_provisioned,
         pc: &pc,
         settings,
+        ipam_version: mc.ipam_version,
     };
     let was_provisioned = pm.is_provisioned();
     let outcome = provision(&inputs, &mut work).await?;

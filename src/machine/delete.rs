@@ -14,7 +14,7 @@ use super::state::{DeleteFacts, DeleteStep, TaskFacts, VmPresence, decide_delete
 use super::steps::{Next, record_task};
 use super::{iso, locations};
 use crate::conditions::{self, Desired};
-use crate::ipam::{IpamApiVersion, served_ipam_version};
+use crate::ipam::IpamApiVersion;
 use crate::proxmox::Client;
 use crate::proxmox::types::{DeleteVmOptions, StopRequest};
 use capmox_api::capi::IPAM_GROUP;
@@ -30,9 +30,9 @@ pub struct DeleteOutcome {
     pub finished: bool,
 }
 
-/// The IPAddressClaim API in the version the API server serves (v1beta2, or v1beta1 on CAPI 1.10).
-async fn claims_api(kube: &kube::Client, ns: &str) -> Api<DynamicObject> {
-    let version = match served_ipam_version(kube).await {
+/// The IPAddressClaim API in the served `version`.
+fn claims_api(kube: &kube::Client, version: IpamApiVersion, ns: &str) -> Api<DynamicObject> {
+    let version = match version {
         IpamApiVersion::V1beta2 => "v1beta2",
         IpamApiVersion::V1beta1 => "v1beta1",
     };
@@ -45,11 +45,14 @@ async fn claims_api(kube: &kube::Client, ns: &str) -> Api<DynamicObject> {
 }
 
 /// Names of the IPAddressClaims controlled by the machine that are not being deleted yet.
-async fn live_claims(kube: &kube::Client, pm: &ProxmoxMachine) -> Result<Vec<String>, MachineError> {
+async fn live_claims(
+    kube: &kube::Client,
+    version: IpamApiVersion,
+    pm: &ProxmoxMachine,
+) -> Result<Vec<String>, MachineError> {
     let ns = pm.namespace().unwrap_or_default();
     let uid = pm.uid().unwrap_or_default();
-    let list = claims_api(kube, &ns)
-        .await
+    let list = claims_api(kube, version, &ns)
         .list_metadata(&ListParams::default())
         .await
         .map_err(MachineError::kube(format!("listing IPAddressClaims in {ns}")))?;
@@ -68,11 +71,12 @@ async fn live_claims(kube: &kube::Client, pm: &ProxmoxMachine) -> Result<Vec<Str
 
 async fn release_claims(
     kube: &kube::Client,
+    version: IpamApiVersion,
     pm: &ProxmoxMachine,
     names: &[String],
 ) -> Result<(), MachineError> {
     let ns = pm.namespace().unwrap_or_default();
-    let api = claims_api(kube, &ns).await;
+    let api = claims_api(kube, version, &ns);
     for name in names {
         match api.delete(name, &DeleteParams::default()).await {
             Ok(_) => {}
@@ -102,6 +106,7 @@ fn set_condition(pm: &mut ProxmoxMachine, reason: &str, message: String) {
 /// only a machine that never got a VMID can finish.
 pub async fn delete(
     kube: &kube::Client,
+    ipam_version: IpamApiVersion,
     proxmox: Option<&Client>,
     pc: Option<&ProxmoxCluster>,
     settings: &MachineSettings,
@@ -141,7 +146,7 @@ pub async fn delete(
         }
         (_, None) => (None, VmPresence::NotReserved, None),
     };
-    let claims = live_claims(kube, pm).await?;
+    let claims = live_claims(kube, ipam_version, pm).await?;
     let retry_after = st.retry_after.as_ref().and_then(super::until);
     if retry_after.is_none() && st.retry_after.is_some() {
         pm.status.get_or_insert_with(Default::default).retry_after = None;
@@ -222,12 +227,12 @@ pub async fn delete(
         }
         (DeleteStep::DeleteIso(loc), Some(px), _) => {
             message = format!("deleting {}", loc.volid);
-            iso::delete(px, loc, settings).await?;
+            iso::delete(px, loc).await?;
             Next::Now
         }
         (DeleteStep::ReleaseIpAddresses, _, _) => {
             message = "releasing IP addresses".to_owned();
-            release_claims(kube, pm, &claims).await?;
+            release_claims(kube, ipam_version, pm, &claims).await?;
             Next::Now
         }
         (DeleteStep::Finish, _, _) => {

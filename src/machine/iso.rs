@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::MachineSettings;
 use super::error::MachineError;
 use super::state::{IsoLocation, VmFacts};
 use crate::bootstrap::{CLOUD_INIT_ISO_DEVICE, CLOUD_INIT_TAG, iso_file_name};
-use crate::proxmox::Client;
+use crate::proxmox::error::classify_task_exitstatus;
 use crate::proxmox::types::{ConfigUpdate, NodeStorage, StorageListQuery};
+use crate::proxmox::{Client, ErrorClass};
 
 /// How long an ISO upload or delete task may take before the step is retried.
 const ISO_TASK_TIMEOUT: Duration = Duration::from_secs(120);
@@ -59,21 +59,6 @@ async fn exists(proxmox: &Client, node: &str, storage: &str, volid: &str) -> Res
         Ok(_) => Ok(true),
         Err(e) if e.is_not_found() => Ok(false),
         Err(e) => Err(MachineError::proxmox(format!("looking up {volid}"))(e)),
-    }
-}
-
-async fn await_task(proxmox: &Client, upid: &crate::proxmox::Upid, what: &str) -> Result<(), MachineError> {
-    let status = proxmox
-        .wait_for_task(upid, ISO_TASK_TIMEOUT)
-        .await
-        .map_err(MachineError::proxmox(format!("waiting for {what}")))?;
-    if status.is_success() {
-        Ok(())
-    } else {
-        Err(MachineError::Invalid(format!(
-            "{what} failed: {}",
-            status.exitstatus.unwrap_or_default()
-        )))
     }
 }
 
@@ -139,22 +124,31 @@ pub async fn find(proxmox: &Client, node: &str, vmid: u32) -> Result<Option<IsoL
 }
 
 /// Deletes the ISO and waits for the deletion; an already deleted ISO is fine.
-pub async fn delete(
-    proxmox: &Client,
-    iso: &IsoLocation,
-    _settings: &MachineSettings,
-) -> Result<(), MachineError> {
-    match proxmox
+pub async fn delete(proxmox: &Client, iso: &IsoLocation) -> Result<(), MachineError> {
+    let upid = match proxmox
         .delete_storage_volume(&iso.node, &iso.storage, &iso.volid)
         .await
     {
-        // A deletion started by an interrupted earlier pass may remove the file first.
-        Ok(Some(upid)) => match await_task(proxmox, &upid, &format!("deletion of {}", iso.volid)).await {
-            Err(MachineError::Invalid(m)) if m.contains("does not exist") => Ok(()),
-            other => other,
-        },
-        Ok(None) => Ok(()),
-        Err(e) if e.is_not_found() => Ok(()),
-        Err(e) => Err(MachineError::proxmox(format!("deleting {}", iso.volid))(e)),
+        Ok(Some(upid)) => upid,
+        Ok(None) => return Ok(()),
+        Err(e) if e.is_not_found() => return Ok(()),
+        Err(e) => return Err(MachineError::proxmox(format!("deleting {}", iso.volid))(e)),
+    };
+    let status = proxmox
+        .wait_for_task(&upid, ISO_TASK_TIMEOUT)
+        .await
+        .map_err(MachineError::proxmox(format!(
+            "waiting for the deletion of {}",
+            iso.volid
+        )))?;
+    let exit = status.exitstatus.clone().unwrap_or_default();
+    // A deletion started by an interrupted earlier pass may remove the file first.
+    if status.is_success() || classify_task_exitstatus(&exit) == Some(ErrorClass::NotFound) {
+        Ok(())
+    } else {
+        Err(MachineError::Invalid(format!(
+            "deletion of {} failed: {exit}",
+            iso.volid
+        )))
     }
 }

@@ -127,15 +127,16 @@ pub fn bootstrap_iso_attached(vmid: u32, config: &VmConfig) -> bool {
         || config.tags.iter().any(|t| t.eq_ignore_ascii_case(CLOUD_INIT_TAG))
 }
 
-/// The state of the machine's IPAM claims, with the resolution when every claim is fulfilled.
+/// The state of the machine's IPAM claims, with the resolution it was derived from.
 pub async fn ip_facts(
     kube: &kube::Client,
+    version: ipam::IpamApiVersion,
     pm: &ProxmoxMachine,
     pc: &ProxmoxCluster,
-) -> Result<(IpFacts, Option<ipam::Resolution>), MachineError> {
+) -> Result<(IpFacts, ipam::Resolution), MachineError> {
     let ns = pm.namespace().unwrap_or_default();
     let desired = ipam::desired_claims(pm, pc)?;
-    let (claims, addresses) = ipam::load(kube, &ns, &desired).await?;
+    let (claims, addresses) = ipam::load(kube, version, &ns, &desired).await?;
     let resolution = ipam::resolve(&desired, &claims, &addresses);
     let facts = if !resolution.missing.is_empty() {
         IpFacts::ClaimsMissing
@@ -146,5 +147,5 @@ pub async fn ip_facts(
     } else {
         IpFacts::Resolved(resolution.resolved.clone())
     };
-    Ok((facts, Some(resolution)))
+    Ok((facts, resolution))
 }

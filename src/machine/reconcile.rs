@@ -42,6 +42,8 @@ pub struct PassInputs<'a> {
     pub pc: &'a ProxmoxCluster,
     /// Timing.
     pub settings: &'a MachineSettings,
+    /// The IPAM API version the API server serves (discovered once at startup).
+    pub ipam_version: ipam::IpamApiVersion,
 }
 
 fn remaining_retry(pm: &ProxmoxMachine) -> Option<std::time::Duration> {
@@ -70,8 +72,8 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
     let mut resolution = None;
     let ips = match &vm {
         VmPresence::Ours(_) if !provisioned => {
-            let (facts, res) = observe::ip_facts(inp.kube, pm, inp.pc).await?;
-            resolution = res;
+            let (facts, res) = observe::ip_facts(inp.kube, inp.ipam_version, pm, inp.pc).await?;
+            resolution = Some(res);
             facts
         }
         _ => IpFacts::NotChecked,
@@ -115,6 +117,7 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
         machine: inp.machine,
         pc: inp.pc,
         settings: inp.settings,
+        ipam_version: inp.ipam_version,
         resolution: resolution.as_ref(),
         vm: vm_facts,
     };

@@ -90,6 +90,8 @@ pub struct StepEnv<'a> {
     pub pc: &'a ProxmoxCluster,
     /// Timeouts and delays.
     pub settings: &'a MachineSettings,
+    /// The IPAM API version the API server serves.
+    pub ipam_version: ipam::IpamApiVersion,
     /// The IPAM resolution of this pass, when the claims were looked at.
     pub resolution: Option<&'a ipam::Resolution>,
     /// The VM, when it exists.
@@ -309,7 +311,7 @@ async fn claim_ips(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRes
             .and_then(|(labels, _)| labels.get(capmox_api::consts::PROXMOX_ZONE_LABEL))
             .map(String::as_str)
     });
-    let out = ipam::ensure_claims(env.kube, &ns, &desired).await?;
+    let out = ipam::ensure_claims(env.kube, env.ipam_version, &ns, &desired).await?;
     let mut r = StepResult::next(Next::Watch);
     if let Some(res) = env.resolution
         && !res.orphaned.is_empty()
@@ -585,7 +587,7 @@ async fn remove_iso(env: &StepEnv<'_>) -> Result<StepResult, MachineError> {
             )))?;
     }
     if let Some(found) = iso::find(env.proxmox, &vm.node, vm.vmid).await? {
-        iso::delete(env.proxmox, &found, env.settings).await?;
+        iso::delete(env.proxmox, &found).await?;
     }
     if vm
         .config
