@@ -23,17 +23,11 @@ use crate::proxmox::types::{ClusterResource, ResourceType};
 const VMID_PROBES: usize = 64;
 
 fn failed(message: impl Into<String>, env: &StepEnv<'_>) -> StepResult {
-    let message = message.into();
-    StepResult {
-        next: Next::After(env.settings.retry_delay),
-        message: message.clone(),
-        failure: Some(super::state::Failure {
-            reason: api::VM_PROVISION_FAILED_REASON,
-            message,
-            retry_after: Some(env.settings.retry_delay),
-        }),
-        warning: None,
-    }
+    StepResult::failed(
+        api::VM_PROVISION_FAILED_REASON,
+        message,
+        Some(env.settings.retry_delay),
+    )
 }
 
 /// The template to clone (`Err(message)` when none or several match).
@@ -217,12 +211,8 @@ pub async fn reserve(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepR
         // The node was chosen from this pass's node locations: record it only if they are still
         // current, otherwise schedule again (concurrent reservations would pick the same node).
         if !locations::record_if_unchanged(env.kube, env.pc, &name, &node, zone, cp).await? {
-            return Ok(StepResult {
-                next: Next::Now,
-                message: "node locations changed while scheduling; scheduling again".to_owned(),
-                failure: None,
-                warning: None,
-            });
+            return Ok(StepResult::next(Next::Now)
+                .with_message("node locations changed while scheduling; scheduling again"));
         }
     } else {
         locations::record(env.kube, env.pc, &name, &node, zone, cp).await?;
@@ -232,15 +222,10 @@ pub async fn reserve(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepR
     let status = pm.status.get_or_insert_with(Default::default);
     status.proxmox_node = Some(node.clone());
     status.vm_status = Some("pending".to_owned());
-    Ok(StepResult {
-        next: Next::Now,
-        message: format!(
-            "cloning template {} on {} to VM {vmid} on {node}",
-            template.vmid, template.node
-        ),
-        failure: None,
-        warning: None,
-    })
+    Ok(StepResult::next(Next::Now).with_message(format!(
+        "cloning template {} on {} to VM {vmid} on {node}",
+        template.vmid, template.node
+    )))
 }
 
 #[cfg(test)]

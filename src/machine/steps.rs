@@ -49,7 +49,8 @@ pub struct StepResult {
 }
 
 impl StepResult {
-    fn next(next: Next) -> Self {
+    /// A step that finished; look again per `next`.
+    pub(super) fn next(next: Next) -> Self {
         Self {
             next,
             message: String::new(),
@@ -58,12 +59,18 @@ impl StepResult {
         }
     }
 
-    fn with_message(mut self, message: impl Into<String>) -> Self {
+    /// The same result with a condition message.
+    pub(super) fn with_message(mut self, message: impl Into<String>) -> Self {
         self.message = message.into();
         self
     }
 
-    fn failed(reason: &'static str, message: impl Into<String>, retry_after: Option<Duration>) -> Self {
+    /// A failed step: the condition shows `reason`; retried after `retry_after` (`None`: terminal).
+    pub(super) fn failed(
+        reason: &'static str,
+        message: impl Into<String>,
+        retry_after: Option<Duration>,
+    ) -> Self {
         let message = message.into();
         Self {
             next: retry_after.map_or(Next::Watch, Next::After),
