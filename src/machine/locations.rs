@@ -23,6 +23,22 @@ fn remove(locations: &mut NodeLocations, machine: &str) {
     }
 }
 
+/// Writes `pc`'s status guarded by its `resourceVersion`; `false` on a conflict (it changed meanwhile).
+async fn replace(api: &Api<ProxmoxCluster>, pc: &ProxmoxCluster) -> Result<bool, MachineError> {
+    match api
+        .replace_status(&pc.name_any(), &PostParams::default(), pc)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(MachineError::kube(format!(
+            "updating node locations of ProxmoxCluster {}/{}",
+            pc.namespace().unwrap_or_default(),
+            pc.name_any()
+        ))(e)),
+    }
+}
+
 /// Applies `change` to the current node locations; `false` from `change` means nothing changed.
 async fn update(
     kube: &kube::Client,
@@ -48,19 +64,22 @@ async fn update(
         if locations.control_plane.is_none() && locations.workers.is_none() {
             status.node_locations = None;
         }
-        match api.replace_status(&name, &PostParams::default(), &current).await {
-            Ok(_) => return Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => continue,
-            Err(e) => {
-                return Err(MachineError::kube(format!(
-                    "updating node locations of ProxmoxCluster {ns}/{name}"
-                ))(e));
-            }
+        if replace(&api, &current).await? {
+            return Ok(());
         }
     }
     Err(MachineError::Invalid(format!(
         "node locations of ProxmoxCluster {ns}/{name} kept changing; retrying"
     )))
+}
+
+/// The control-plane or the worker list.
+fn list_of(locations: &mut NodeLocations, control_plane: bool) -> &mut Option<Vec<NodeLocation>> {
+    if control_plane {
+        &mut locations.control_plane
+    } else {
+        &mut locations.workers
+    }
 }
 
 /// Puts `machine` on `node` in `locations` (replacing an older entry); `false` when it is there already.
@@ -71,12 +90,7 @@ fn place(
     zone: Option<&String>,
     control_plane: bool,
 ) -> bool {
-    let list = if control_plane {
-        &locations.control_plane
-    } else {
-        &locations.workers
-    };
-    let already = list.as_ref().is_some_and(|l| {
+    let already = list_of(locations, control_plane).as_ref().is_some_and(|l| {
         l.iter()
             .any(|e| e.machine.name == machine && e.node == node && e.zone.as_ref() == zone)
     });
@@ -84,18 +98,15 @@ fn place(
         return false;
     }
     remove(locations, machine);
-    let list = if control_plane {
-        &mut locations.control_plane
-    } else {
-        &mut locations.workers
-    };
-    list.get_or_insert_with(Vec::new).push(NodeLocation {
-        machine: LocalObjectReference {
-            name: machine.to_owned(),
-        },
-        node: node.to_owned(),
-        zone: zone.cloned(),
-    });
+    list_of(locations, control_plane)
+        .get_or_insert_with(Vec::new)
+        .push(NodeLocation {
+            machine: LocalObjectReference {
+                name: machine.to_owned(),
+            },
+            node: node.to_owned(),
+            zone: zone.cloned(),
+        });
     true
 }
 
@@ -132,16 +143,8 @@ pub async fn record_if_unchanged(
     if !place(locations, machine, node, zone.as_ref(), control_plane) {
         return Ok(true);
     }
-    let ns = pc.namespace().unwrap_or_default();
-    let name = pc.name_any();
-    let api: Api<ProxmoxCluster> = Api::namespaced(kube.clone(), &ns);
-    match api.replace_status(&name, &PostParams::default(), &current).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-        Err(e) => Err(MachineError::kube(format!(
-            "updating node locations of ProxmoxCluster {ns}/{name}"
-        ))(e)),
-    }
+    let api: Api<ProxmoxCluster> = Api::namespaced(kube.clone(), &pc.namespace().unwrap_or_default());
+    replace(&api, &current).await
 }
 
 /// Forgets where `machine` lived.
