@@ -29,6 +29,14 @@ async fn cloud_config_machine_reaches_ready_and_deletes_cleanly() {
     let addresses = status.addresses.unwrap();
     assert_eq!(addresses[0].address, "c1-cp-0");
     assert_eq!(addresses[1].address, "10.10.10.10");
+    // The v1beta1 contract: read as v1alpha1 (what CAPI v1.10 asks for), the machine is ready.
+    let v1 = capmox_api::conversion::convert_value(
+        serde_json::to_value(&pm).unwrap(),
+        "infrastructure.cluster.x-k8s.io/v1alpha1",
+    )
+    .unwrap();
+    assert_eq!(v1["status"]["ready"], json!(true), "{v1}");
+    assert_eq!(v1["spec"]["providerID"], json!(pm.spec.provider_id));
     // Metrics: the machine gauge by phase and node, reconcile durations, Proxmox requests.
     let node = status.proxmox_node.clone().unwrap();
     let metrics = h.metrics.render();
@@ -74,5 +82,37 @@ async fn cloud_config_machine_reaches_ready_and_deletes_cleanly() {
         (l.0.is_empty() && l.1.is_empty() && l.2 == 0).then_some(())
     })
     .await;
+    h.stop().await;
+}
+
+/// Progress is driven by watches: with the safety-net resync set to an hour, a machine whose
+/// Machine gets its bootstrap data later still provisions (Machine watch), and its IP claim,
+/// fulfilled by the IPAM stand-in, moves it on (IPAddressClaim/IPAddress watches).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_is_driven_by_watches_not_by_resync() {
+    let settings = capmox::machine::MachineSettings {
+        resync: std::time::Duration::from_secs(3600),
+        ..fast_machine_settings()
+    };
+    let h = Harness::start_with(pve_sim::SimConfig::default(), settings).await;
+    h.create_cluster("w1", json!({})).await;
+    h.create_machine("w1", "w1-m", false, None, json!({})).await;
+    h.wait_reason("w1-m", "WaitingForBootstrapData", 30).await;
+    let secret = capmox_standins::capi::objects::bootstrap_secret(NS, "w1-m-data", CLOUD_CONFIG, None);
+    kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(h.client.clone(), NS)
+        .create(&Default::default(), &secret)
+        .await
+        .unwrap();
+    let patch = json!({"spec": {"bootstrap": {"dataSecretName": "w1-m-data"}}});
+    h.machines()
+        .patch(
+            "w1-m",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    let pm = h.wait_provisioned("w1-m", 60).await;
+    assert_eq!(pm.status.unwrap().bootstrap_data_provided, Some(true));
     h.stop().await;
 }
