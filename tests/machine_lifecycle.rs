@@ -116,3 +116,128 @@ async fn progress_is_driven_by_watches_not_by_resync() {
     assert_eq!(pm.status.unwrap().bootstrap_data_provided, Some(true));
     h.stop().await;
 }
+
+/// Every persisted `VirtualMachineProvisioned` reason, in order, from a watch on the machine.
+fn record_reasons(h: &Harness, name: &str) -> tokio::task::JoinHandle<Vec<String>> {
+    use futures::StreamExt;
+    let api = h.pms();
+    let cfg = kube::runtime::watcher::Config::default().fields(&format!("metadata.name={name}"));
+    tokio::spawn(async move {
+        let mut out: Vec<String> = Vec::new();
+        let mut stream = kube::runtime::watcher(api, cfg).boxed();
+        while let Some(ev) = stream.next().await {
+            let Ok(kube::runtime::watcher::Event::Apply(pm) | kube::runtime::watcher::Event::InitApply(pm)) =
+                ev
+            else {
+                continue;
+            };
+            if let Some(r) = reason_of(&pm)
+                && out.last() != Some(&r)
+            {
+                let done = r == "Deleting";
+                out.push(r);
+                if done {
+                    break;
+                }
+            }
+        }
+        out
+    })
+}
+
+/// The machine walks capmox's reasons in order, and a failed Proxmox task (here the `qmconfig`
+/// task) shows `TaskFailed` with the task's exit status before it is retried to success.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasons_in_order_and_a_failed_task_is_reported_then_retried() {
+    let h = Harness::start().await;
+    let st = h.sim.state();
+    let quick_config = pve_sim::LatencySpec {
+        cloud_init_done_ms: Some(500),
+        ..Default::default()
+    };
+    let mut latency = quick_config.clone();
+    latency.tasks.insert("qmconfig".into(), 1500);
+    st.set_latency(latency);
+    h.create_cluster("r1", json!({})).await;
+    let reasons = record_reasons(&h, "r1-m");
+    h.create_machine("r1", "r1-m", false, Some((CLOUD_CONFIG, None)), json!({}))
+        .await;
+    h.wait_pm("r1-m", 30, "qmconfig task in flight", |pm| {
+        pm.status
+            .as_ref()
+            .and_then(|s| s.task_ref.as_deref())
+            .is_some_and(|t| t.contains(":qmconfig:"))
+    })
+    .await;
+    st.set_faults(pve_sim::FaultSpec {
+        task_failure_rate: 1.0,
+        ..Default::default()
+    });
+    let failed = h.wait_reason("r1-m", "TaskFailed", 30).await;
+    let cond = failed.condition("VirtualMachineProvisioned").unwrap();
+    assert!(cond.message.starts_with("qmconfig: "), "{}", cond.message);
+    st.set_faults(pve_sim::FaultSpec::default());
+    st.set_latency(quick_config);
+    h.wait_provisioned("r1-m", 60).await;
+    h.delete_machine("r1-m", 60).await;
+    let seen = reasons.await.unwrap();
+    let expected = [
+        "Cloning",
+        "WaitingForDiskReconciliation",
+        "TaskFailed",
+        "WaitingForStaticIPAllocation",
+        "WaitingForBootstrapDataReconciliation",
+        "WaitingForVMPowerUp",
+        "WaitingForCloudInit",
+        "Provisioned",
+        "Deleting",
+    ];
+    // Each expected reason shows up, in this order (the failed task may repeat a reason).
+    let mut at = 0;
+    for r in &seen {
+        if at < expected.len() && r == expected[at] {
+            at += 1;
+        }
+    }
+    assert_eq!(at, expected.len(), "reasons seen: {seen:?}");
+    h.stop().await;
+}
+
+/// A pool whose gateway-metric annotation is not a number stops the machine at
+/// `WaitingForBootstrapDataReconciliation` with a message naming it; nothing is booted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_pool_metric_annotation_blocks_bootstrap_data() {
+    let h = Harness::start().await;
+    h.create_cluster("b1", json!({})).await;
+    let pool: capmox_api::capi::ipam::InClusterIPPool = serde_json::from_value(json!({
+        "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2",
+        "kind": "InClusterIPPool",
+        "metadata": {"name": "extra", "namespace": NS,
+                     "annotations": {"ipam.capmox.cluster.x-k8s.io/gateway-metric": "fast"}},
+        "spec": {"addresses": ["10.20.0.10-10.20.0.20"], "prefix": 24, "gateway": "10.20.0.1"},
+    }))
+    .unwrap();
+    kube::Api::<capmox_api::capi::ipam::InClusterIPPool>::namespaced(h.client.clone(), NS)
+        .create(&Default::default(), &pool)
+        .await
+        .unwrap();
+    let nics = json!({"network": {"networkDevices": [
+        {"name": "net0", "bridge": "vmbr0", "model": "virtio", "defaultIPv4": true},
+        {"name": "net1", "bridge": "vmbr0", "model": "virtio",
+         "ipPoolRef": [{"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "extra"}]}
+    ]}});
+    h.create_machine("b1", "b1-m", false, Some((CLOUD_CONFIG, None)), nics)
+        .await;
+    let pm = h
+        .wait_reason("b1-m", "WaitingForBootstrapDataReconciliation", 30)
+        .await;
+    let cond = pm.condition("VirtualMachineProvisioned").unwrap();
+    assert!(cond.message.contains("extra"), "{}", cond.message);
+    assert_ne!(pm.status.as_ref().unwrap().bootstrap_data_provided, Some(true));
+    let vmid = u32::try_from(pm.spec.virtual_machine_id.unwrap()).unwrap();
+    assert_eq!(
+        h.sim.state().vm(vmid).unwrap().power,
+        pve_sim::PowerState::Stopped
+    );
+    h.stop().await;
+}
