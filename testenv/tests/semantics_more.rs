@@ -53,7 +53,9 @@ async fn watcher_list_watch_and_streaming_list() {
     .await;
     assert_eq!(got, want);
 
-    // Raw streaming list: ADDED for existing objects, then a bookmark marking the end.
+    // Raw streaming list: ADDED for existing objects, then a bookmark marking the end. A
+    // kube-apiserver on etcd 3.4 (Debian's) cannot serve it: it answers with an ERROR event
+    // (`RequestWatchProgress is disabled`); the product does not use streaming lists.
     let wp = WatchParams::streaming_lists().labels("s=1");
     let mut raw = match api.watch(&wp, "").await {
         Ok(s) => s.boxed(),
@@ -69,6 +71,13 @@ async fn watcher_list_watch_and_streaming_list() {
     let mut added = BTreeSet::new();
     loop {
         match raw.try_next().await.unwrap().expect("stream ended") {
+            WatchEvent::Error(e) if env.is_real() && e.message.contains("RequestWatchProgress") => {
+                eprintln!(
+                    "skipped streaming lists: this kube-apiserver's etcd cannot serve them: {}",
+                    e.message
+                );
+                return;
+            }
             WatchEvent::Added(o) => {
                 added.insert(o.metadata.name.unwrap());
             }
@@ -176,12 +185,35 @@ async fn unserved_versions_and_unsupported_methods() {
     c.request::<serde_json::Value>(list("v1")).await.unwrap();
     let e = api_err(c.request::<serde_json::Value>(list("v1alpha1")).await);
     assert_eq!(e.code, 404);
-    // POST to a named object is not allowed.
-    let req = http::Request::post(format!("{}/x", path("v1")))
-        .header("content-type", "application/json")
-        .body(b"{}".to_vec())
+    // POST to a named custom resource path creates the object the body describes (its name
+    // wins); a body without a kind is a 400 from the decoder.
+    let post = |path: String, body: serde_json::Value| {
+        http::Request::post(path)
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap()
+    };
+    let e = api_err(
+        c.request::<serde_json::Value>(post(format!("{}/x", path("v1")), json!({})))
+            .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+    assert_eq!(
+        e.message,
+        "the object provided is unrecognized (must be of type Sprocket): Object 'Kind' is missing in '{}' ({})"
+    );
+    let body = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Sprocket", "metadata": {"name": "from-body"}, "spec": {"size": 1}});
+    let created = c
+        .request::<serde_json::Value>(post(format!("{}/x", path("v1")), body))
+        .await
         .unwrap();
-    let e = api_err(c.request::<serde_json::Value>(req).await);
+    assert_eq!(created["metadata"]["name"], "from-body");
+    // Built-in kinds do not allow it.
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
+    let e = api_err(
+        c.request::<serde_json::Value>(post(format!("/api/v1/namespaces/{ns}/configmaps/x"), cm))
+            .await,
+    );
     assert_eq!((e.code, e.reason.as_str()), (405, "MethodNotAllowed"));
 }
 
