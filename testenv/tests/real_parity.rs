@@ -751,6 +751,42 @@ async fn type_meta_and_selector_errors() {
             "ConfigMap \"\" is invalid: metadata.name: Required value: name or generateName is required"
         )
     );
+    // Paths under a CRD group the server does not serve are plain-text 404s, not Status objects;
+    // under the core group they are Status objects.
+    let r = send(
+        &c,
+        "GET",
+        &format!("/apis/{GROUP}/v9/namespaces/{ns}/parts"),
+        "",
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(r.code, 404);
+    assert!(r.content_type.starts_with("text/plain"), "{}", r.content_type);
+    let r = send(
+        &c,
+        "GET",
+        &format!("/apis/{GROUP}/v1/namespaces/{ns}/nopes"),
+        "",
+        None,
+        &[],
+    )
+    .await;
+    assert!(r.content_type.starts_with("text/plain"), "{}", r.content_type);
+    let r = send(
+        &c,
+        "GET",
+        &format!("/api/v1/namespaces/{ns}/nopes"),
+        "",
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(
+        (r.code, msg(&r)),
+        (404, "the server could not find the requested resource")
+    );
     // Field selectors the kind does not support.
     let r = send(
         &c,

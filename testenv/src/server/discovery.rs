@@ -22,6 +22,15 @@ pub fn text(s: &str) -> Response<Body> {
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed_unsync()))
 }
 
+/// The plain-text 404 of paths outside the API (`404 page not found`).
+pub fn page_not_found() -> Response<Body> {
+    Response::builder()
+        .status(404)
+        .header("content-type", "text/plain; charset=utf-8")
+        .body(Full::new(Bytes::from_static(b"404 page not found\n")).boxed_unsync())
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed_unsync()))
+}
+
 /// `/version`.
 pub fn version() -> Response<Body> {
     json_response(

@@ -103,6 +103,18 @@ fn authorized<B>(st: &State, req: &Request<B>) -> bool {
         .is_some_and(|t| t.trim() == st.token)
 }
 
+/// What a path the server does not serve answers: a `Status` under the core and built-in groups,
+/// a plain-text `404 page not found` under any other group (CRD groups included), as
+/// kube-apiserver's handler chain does.
+fn missing(st: &State, group: &str, status: ApiError) -> ApiResult<Response<Body>> {
+    let builtin = group.is_empty() || st.registry().all().iter().any(|d| !d.custom && d.group == group);
+    if builtin || status.code != 404 {
+        Err(status)
+    } else {
+        Ok(discovery::page_not_found())
+    }
+}
+
 async fn route(
     st: Arc<State>,
     req: Request<hyper::body::Incoming>,
@@ -158,8 +170,8 @@ async fn route(
             return Err(aggregated::not_acceptable());
         }
         ["api", v] => return discovery::resources(&st, "", v),
-        ["apis", g] => return discovery::group(&st, g),
-        ["apis", g, v] => return discovery::resources(&st, g, v),
+        ["apis", g] => return discovery::group(&st, g).or_else(|e| missing(&st, g, e)),
+        ["apis", g, v] => return discovery::resources(&st, g, v).or_else(|e| missing(&st, g, e)),
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Err(ApiError::no_route()),
@@ -177,12 +189,11 @@ async fn route(
         [plural] => (None, *plural, None, None, false),
         [plural, n] => (None, *plural, Some(*n), None, false),
         [plural, n, s, more @ ..] => (None, *plural, Some(*n), Some(*s), !more.is_empty()),
-        _ => return Err(ApiError::no_route()),
+        _ => return missing(&st, group, ApiError::no_route()),
     };
-    let def = st
-        .registry()
-        .lookup(group, version, plural)
-        .ok_or_else(ApiError::no_route)?;
+    let Some(def) = st.registry().lookup(group, version, plural) else {
+        return missing(&st, group, ApiError::no_route());
+    };
     let method = req.method().clone();
     let ctype = req
         .headers()
@@ -201,7 +212,7 @@ async fn route(
         .map_err(|e| ApiError::bad_request(format!("reading body: {e}")))?
         .to_bytes();
     if def.namespaced != ns.is_some() && !(def.namespaced && name.is_none() && method == Method::GET) {
-        return Err(ApiError::no_route());
+        return missing(&st, group, ApiError::no_route());
     }
     if let Some(s) = sub {
         let ok = !extra
