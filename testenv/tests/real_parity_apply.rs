@@ -47,10 +47,6 @@ async fn apply(c: &kube::Client, ns: &str, name: &str, manager: &str, body: &Val
     send(c, "PATCH", &path, APPLY, Some(body), &[]).await
 }
 
-fn msg(r: &Raw) -> &str {
-    r.body["message"].as_str().unwrap_or_default()
-}
-
 /// managedFields without times, as (manager, operation, subresource, fieldsV1).
 fn owners(obj: &Value) -> Vec<(String, String, String, Value)> {
     obj["metadata"]["managedFields"]

@@ -282,3 +282,51 @@ async fn partial_object_metadata_get_list_watch() {
     .await
     .expect("metadata watcher saw both objects");
 }
+
+#[tokio::test]
+async fn watch_bookmarks() {
+    // The real watch cache sends a BOOKMARK about once a minute, and only once the collection
+    // changed after the watch's resourceVersion; the in-tree server does the same on its
+    // configurable interval (1 s here).
+    let env = testenv::TestEnv::start_with(testenv::TestEnvOptions {
+        server: testenv::ServerOptions {
+            bookmark_interval: std::time::Duration::from_secs(1),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let c = env.client();
+    let ns = namespace(&c).await;
+    let api: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(150), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    // Activity after the watch's version, so the collection's version moves past it.
+    let made = api
+        .create(&PostParams::default(), &cm("activity", json!({})))
+        .await
+        .unwrap();
+    let made_rv: u64 = made.metadata.resource_version.unwrap().parse().unwrap();
+    let bm = tokio::time::timeout(std::time::Duration::from_secs(100), async {
+        loop {
+            if let WatchEvent::Bookmark(b) = stream.try_next().await.unwrap().expect("stream ended") {
+                return b;
+            }
+        }
+    })
+    .await
+    .expect("a bookmark arrives");
+    let bm_rv: u64 = bm.metadata.resource_version.parse().unwrap();
+    assert!(bm_rv >= made_rv, "bookmark {bm_rv} before the change {made_rv}");
+}

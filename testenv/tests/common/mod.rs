@@ -246,3 +246,51 @@ pub fn part_crd(plural: &str, kind: &str, status: bool) -> CustomResourceDefinit
     }))
     .unwrap()
 }
+
+/// Plural of the parity tests' CRD with the status subresource.
+pub const PARTS: &str = "parts";
+/// Plural of the parity tests' CRD without it.
+pub const PLAIN: &str = "plainparts";
+
+/// A control plane with the `parts` and `plainparts` CRDs and a fresh namespace.
+pub async fn parity_setup() -> (testenv::TestEnv, kube::Client, String) {
+    let env = env().await;
+    env.install_crds(vec![
+        part_crd(PARTS, "Part", true),
+        part_crd(PLAIN, "PlainPart", false),
+    ])
+    .await
+    .unwrap();
+    let c = env.client();
+    let ns = namespace(&c).await;
+    (env, c, ns)
+}
+
+/// The collection path of a custom resource in `ns`.
+pub fn coll(ns: &str, plural: &str) -> String {
+    format!("/apis/{GROUP}/v1/namespaces/{ns}/{plural}")
+}
+
+/// A custom resource object of the test group.
+pub fn obj(kind: &str, name: &str, spec: Value) -> Value {
+    json!({"apiVersion": format!("{GROUP}/v1"), "kind": kind, "metadata": {"name": name}, "spec": spec})
+}
+
+/// The causes of a `Status` answer as (field, reason, message).
+pub fn causes(r: &Raw) -> Vec<(String, String, String)> {
+    r.body["details"]["causes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (s("field"), s("reason"), s("message"))
+        })
+        .collect()
+}
+
+/// The `message` of a `Status` answer.
+pub fn msg(r: &Raw) -> &str {
+    r.body["message"].as_str().unwrap_or_default()
+}
