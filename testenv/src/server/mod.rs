@@ -1,13 +1,19 @@
 //! The in-tree Kubernetes API server: HTTPS on 127.0.0.1, bearer-token authentication.
 
 pub mod admission;
+mod aggregated;
 mod apply;
+mod builtin_schemas;
 mod conversion;
 pub mod crds;
 mod crud;
 mod delete;
 mod discovery;
+mod events;
+mod fieldmgr;
+mod fieldval;
 mod gc;
+mod immutable;
 mod openapi;
 mod patch;
 mod protobuf;
@@ -16,6 +22,7 @@ pub mod selectors;
 pub mod status;
 pub mod store;
 mod table;
+mod typemeta;
 mod watch;
 
 use std::convert::Infallible;
@@ -49,6 +56,10 @@ pub struct ServerOptions {
     pub garbage_collector: bool,
     /// Listening address (default: a free port on 127.0.0.1).
     pub bind: Option<SocketAddr>,
+    /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK (once the watched collection
+    /// has changed since its watch window started; also 2 s before the watch's timeout), like
+    /// kube-apiserver's watch cache: default one minute.
+    pub bookmark_interval: std::time::Duration,
 }
 
 impl Default for ServerOptions {
@@ -57,6 +68,7 @@ impl Default for ServerOptions {
             event_history: 10_000,
             garbage_collector: false,
             bind: None,
+            bookmark_interval: std::time::Duration::from_secs(60),
         }
     }
 }
@@ -69,6 +81,8 @@ pub struct State {
     token: String,
     /// Listening address.
     pub addr: SocketAddr,
+    /// Interval between watch bookmarks.
+    pub bookmark_interval: std::time::Duration,
 }
 
 impl State {
@@ -155,6 +169,7 @@ pub async fn start(certs: &Certs, token: &str, opts: ServerOptions) -> Result<In
         registry: RwLock::new(Registry::new()),
         token: token.to_string(),
         addr,
+        bookmark_interval: opts.bookmark_interval,
     });
     crud::bootstrap(&state)?;
     let (shutdown, mut stop_rx) = tokio_watch::channel(false);
