@@ -10,11 +10,11 @@ use capmox::packaging::release::{self, Image, ReleaseOptions};
 
 /// Builds the clusterctl release folder of capmox-rs.
 #[derive(Debug, Parser)]
-#[command(name = "capmox-release", version, about)]
+#[command(name = "capmox-release", about)]
 struct Args {
     /// Release version (`v0.11.0`); its series must be in metadata.yaml.
     #[arg(long, env = "RELEASE_VERSION")]
-    version: String,
+    release_version: String,
     /// Image of the manager (default: ghcr.io/capmox-rs/capmox-rs:<version>).
     #[arg(long, env = "IMG")]
     image: Option<String>,
@@ -35,12 +35,12 @@ fn main() -> ExitCode {
         .image
         .clone()
         .filter(|i| !i.is_empty())
-        .unwrap_or_else(|| format!("{}:{}", release::DEFAULT_IMAGE_NAME, args.version));
+        .unwrap_or_else(|| format!("{}:{}", release::DEFAULT_IMAGE_NAME, args.release_version));
     let run = || -> Result<Vec<PathBuf>, release::ReleaseError> {
         let options = ReleaseOptions {
             repo: args.repo.clone(),
             out: args.out.clone(),
-            version: args.version.clone(),
+            version: args.release_version.clone(),
             image: Image::parse(&image)?,
             kubectl: args.kubectl.clone(),
         };
@@ -48,7 +48,7 @@ fn main() -> ExitCode {
     };
     match run() {
         Ok(files) => {
-            println!("release {} (image {image}):", args.version);
+            println!("release {} (image {image}):", args.release_version);
             for f in files {
                 println!("  {}", f.display());
             }
@@ -58,5 +58,15 @@ fn main() -> ExitCode {
             eprintln!("capmox-release: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_is_consistent() {
+        super::Args::command().debug_assert();
     }
 }
