@@ -245,7 +245,7 @@ fn what_v1alpha2_cannot_express_is_reported() {
     let w = out.warnings.join("\n");
     assert!(
         w.contains(
-            "c.yaml: document 1 ProxmoxCluster/c: not representable in v1alpha2, dropped: spec.cloneSpec"
+            "c.yaml: document 1 ProxmoxCluster/c: v1alpha2 cannot express all of this object; converting back would differ at: spec.cloneSpec"
         ),
         "{w}"
     );

@@ -115,7 +115,7 @@ pub fn convert(doc: &Document, tokens: &Tokens, kind: &str) -> Result<Converted,
         lost.retain(|p| !p.starts_with(".metadata") && !p.starts_with(".status"));
         if !lost.is_empty() {
             warnings.push(format!(
-                "not representable in v1alpha2, dropped: {}",
+                "v1alpha2 cannot express all of this object; converting back would differ at: {}",
                 lost.iter()
                     .map(|p| p.trim_start_matches('.').to_owned())
                     .collect::<Vec<_>>()
@@ -330,8 +330,16 @@ fn is_empty_container(v: &Value) -> bool {
 /// Paths where `a` and `b` differ (nulls and empty containers count as absent).
 fn diff_paths(a: &Value, b: &Value, path: &str, out: &mut Vec<String>) {
     let absent = |v: Option<&Value>| v.is_none_or(|v| v.is_null() || is_empty_container(v));
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
+    let empty = serde_json::Map::new();
+    let as_obj = |v: &'_ Value| -> Option<serde_json::Map<String, Value>> {
+        match v {
+            Value::Object(o) => Some(o.clone()),
+            Value::Null => Some(empty.clone()),
+            _ => None,
+        }
+    };
+    match (as_obj(a), as_obj(b)) {
+        (Some(x), Some(y)) if a.is_object() || b.is_object() => {
             let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
             for k in keys {
                 let (v, w) = (x.get(k), y.get(k));
