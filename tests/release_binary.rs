@@ -38,7 +38,12 @@ fn check_binary(bin: &Path) {
     assert_eq!(out.trim(), format!("capmox {}", env!("CARGO_PKG_VERSION")));
     let (ok, out, err) = run(bin, &["--help"], None);
     assert!(ok, "{err}");
-    for flag in ["--leader-elect", "--diagnostics-address", "--feature-gates", "convert"] {
+    for flag in [
+        "--leader-elect",
+        "--diagnostics-address",
+        "--feature-gates",
+        "convert",
+    ] {
         assert!(out.contains(flag), "--help lacks {flag}:\n{out}");
     }
     let (ok, out, err) = run(bin, &["convert", "--help"], None);
@@ -46,13 +51,26 @@ fn check_binary(bin: &Path) {
     assert!(out.contains("--filename") && out.contains("--in-place"), "{out}");
     let (ok, out, err) = run(bin, &["convert"], Some(V1ALPHA1));
     assert!(ok, "{err}");
-    assert!(out.starts_with("apiVersion: infrastructure.cluster.x-k8s.io/v1alpha2\n"), "{out}");
-    assert!(out.contains("  name: \"${CLUSTER_NAME}-worker\" # the workers\n"), "{out}");
+    assert!(
+        out.starts_with("apiVersion: infrastructure.cluster.x-k8s.io/v1alpha2\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  name: \"${CLUSTER_NAME}-worker\" # the workers\n"),
+        "{out}"
+    );
     assert!(out.contains("      templateID: ${TEMPLATE_VMID}\n"), "{out}");
     // A bad document fails with the file and the reason.
-    let (ok, _, err) = run(bin, &["convert"], Some(&V1ALPHA1.replace("sourceNode", "sourceNod")));
+    let (ok, _, err) = run(
+        bin,
+        &["convert"],
+        Some(&V1ALPHA1.replace("sourceNode", "sourceNod")),
+    );
     assert!(!ok);
-    assert!(err.contains("<stdin>: document 1") && err.contains("spec.template.spec.sourceNod"), "{err}");
+    assert!(
+        err.contains("<stdin>: document 1") && err.contains("spec.template.spec.sourceNod"),
+        "{err}"
+    );
     // Installed as `clusterctl-capmox-convert`, it is clusterctl's `capmox-convert` plugin.
     let dir = tempfile::tempdir().unwrap();
     let plugin = dir.path().join("clusterctl-capmox-convert");
@@ -62,7 +80,10 @@ fn check_binary(bin: &Path) {
     let (ok, _, err) = run(&plugin, &["-f", file.to_str().unwrap(), "-i.orig"], None);
     assert!(ok, "{err}");
     assert!(std::fs::read_to_string(&file).unwrap().contains("v1alpha2"));
-    assert_eq!(std::fs::read_to_string(dir.path().join("t.yaml.orig")).unwrap(), V1ALPHA1);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("t.yaml.orig")).unwrap(),
+        V1ALPHA1
+    );
 }
 
 #[test]
@@ -95,7 +116,10 @@ fn release_binary_builds_starts_and_is_small() {
     );
     // Stripped: no symbol table left.
     let bytes = std::fs::read(&bin).unwrap();
-    assert!(!bytes.windows(7).any(|w| w == b".symtab"), "the release binary is not stripped");
+    assert!(
+        !bytes.windows(7).any(|w| w == b".symtab"),
+        "the release binary is not stripped"
+    );
     assert!(size < 40 * 1024 * 1024, "{size} bytes");
     check_binary(&bin);
 }

@@ -99,16 +99,14 @@ fn split_documents(input: &str) -> Vec<(usize, &str)> {
     let mut chunks = Vec::new();
     let mut start = 0;
     let mut start_line = 1;
-    let mut line_no = 1;
     let mut offset = 0;
-    for line in input.split_inclusive('\n') {
+    for (line_no, line) in (1..).zip(input.split_inclusive('\n')) {
         if line.trim_end_matches(['\n', '\r']).trim_end() == "---" && offset > start {
             chunks.push((start_line, &input[start..offset]));
             start = offset;
             start_line = line_no;
         }
         offset += line.len();
-        line_no += 1;
     }
     if start < input.len() {
         chunks.push((start_line, &input[start..]));

@@ -88,16 +88,15 @@ pub fn convert(doc: &Document, tokens: &Tokens, kind: &str) -> Result<Converted,
     let mut stand = Stand::default();
     collect_numbers(&value, &mut stand.used_numbers);
     stand_in(&mut value, schema, "", tokens, &mut stand)?;
-    if let Some(m) = value.get_mut("metadata").and_then(Value::as_object_mut) {
-        if m.get("annotations")
-            .and_then(Value::as_object)
-            .is_some_and(|a| a.contains_key(CONVERSION_DATA))
-        {
-            return Err(format!(
-                "metadata.annotations[{CONVERSION_DATA}] is set: this object was read from a cluster; \
-                 convert the manifest it was created from instead"
-            ));
-        }
+    if value
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .is_some_and(|a| a.contains_key(CONVERSION_DATA))
+    {
+        return Err(format!(
+            "metadata.annotations[{CONVERSION_DATA}] is set: this object was read from a cluster; \
+             convert the manifest it was created from instead"
+        ));
     }
     check_known_fields(kind, &value)?;
     let input_status = value
