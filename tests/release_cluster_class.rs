@@ -3,6 +3,11 @@
 //! which calls them on a server-side dry-run. That checks what the CRD schema cannot: variable
 //! schemas, patch definitions and their `enabledIf` templates. Only with the real kube-apiserver
 //! (`KUBEBUILDER_ASSETS`): the in-tree server calls no admission webhooks.
+//!
+//! Then CAPI's topology controller builds a Cluster from `proxmox-clusterclass-v0.2.1`: the
+//! ProxmoxCluster and the control plane's ProxmoxMachineTemplate it creates — the class's
+//! templates with the patches applied to the Cluster's variables — pass our CRD rules and carry
+//! the variables' values.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod release_support;
@@ -151,4 +156,147 @@ async fn capis_cluster_class_webhook_accepts_our_cluster_classes() {
         checked += 1;
     }
     assert_eq!(checked, 3);
+
+    // A Cluster of the class, reconciled by CAPI's topology controller.
+    let mut crds = capmox_api::crd::all().unwrap();
+    let contract = |mut v: Value| {
+        v["metadata"]["labels"] = json!({"cluster.x-k8s.io/v1beta2": "v1beta2"});
+        serde_json::from_value(v).unwrap()
+    };
+    crds.push(contract(permissive_crd(
+        "controlplane.cluster.x-k8s.io",
+        "KubeadmControlPlane",
+        &["v1beta2"],
+        true,
+    )));
+    crds.push(contract(permissive_crd(
+        "controlplane.cluster.x-k8s.io",
+        "KubeadmControlPlaneTemplate",
+        &["v1beta2"],
+        true,
+    )));
+    crds.push(contract(permissive_crd(
+        "bootstrap.cluster.x-k8s.io",
+        "KubeadmConfigTemplate",
+        &["v1beta2"],
+        true,
+    )));
+    env.install_crds(crds).await.unwrap();
+    let class = documents(
+        &std::fs::read_to_string(repo().join("templates/clusterclass-proxmox-clusterclass-v0.2.1.yaml"))
+            .unwrap(),
+    );
+    let (ok, out, err) = run(
+        &["apply", "--server-side", "-n", "classes", "-f", "-"],
+        Some(to_yaml_stream(&class)),
+    );
+    assert!(ok, "{out}{err}");
+    let machine = |ty: &str, source: Value| {
+        let mut m = json!({"machineType": ty, "numSockets": 2, "numCores": 4, "memoryMiB": 8192,
+            "disks": {"bootVolume": {"disk": "scsi0", "sizeGb": 50}},
+            "network": {"networkDevices": [{"name": "net0", "bridge": "vmbr7", "model": "virtio"}]}});
+        m.as_object_mut()
+            .unwrap()
+            .extend(source.as_object().unwrap().clone());
+        m
+    };
+    let cluster = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "topo", "namespace": "classes"},
+        "spec": {
+            "clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]}},
+            "topology": {
+                "classRef": {"name": "proxmox-clusterclass-v0.2.1"},
+                "version": "v1.33.1",
+                "controlPlane": {"replicas": 1},
+                "variables": [
+                    {"name": "controlPlaneEndpoint", "value": {"host": "10.10.10.9", "port": 6443}},
+                    {"name": "dnsServers", "value": ["10.10.10.53"]},
+                    {"name": "ipv4Config", "value": {"addresses": ["10.10.10.10-10.10.10.50"], "prefix": 24, "gateway": "10.10.10.1"}},
+                    {"name": "cloneSpec", "value": {
+                        "sshAuthorizedKeys": ["ssh-ed25519 AAAAC3Nza a@example", "ssh-ed25519 AAAAC3Nzb b@example"],
+                        "machineSpec": [
+                            machine("controlPlane", json!({"sourceNode": "pve1", "templateID": 100})),
+                            machine("worker", json!({"templateSelector": {"matchTags": ["k8s"]}})),
+                            machine("loadBalancer", json!({"sourceNode": "pve2", "templateID": 101})),
+                        ]}},
+                ],
+            },
+        },
+    });
+    let (ok, out, err) = run(
+        &["apply", "--server-side", "-f", "-"],
+        Some(to_yaml_stream(&[cluster])),
+    );
+    assert!(ok, "{out}{err}");
+    let get = |kind: &str| {
+        let (ok, out, _) = run(
+            &[
+                "get",
+                kind,
+                "-n",
+                "classes",
+                "-l",
+                "cluster.x-k8s.io/cluster-name=topo",
+                "-o",
+                "json",
+            ],
+            None,
+        );
+        let items = if ok {
+            serde_json::from_str::<Value>(&out).unwrap()["items"].clone()
+        } else {
+            Value::Null
+        };
+        items.as_array().cloned().unwrap_or_default()
+    };
+    let pmt = testenv::wait_for(
+        120,
+        "the control plane's ProxmoxMachineTemplate from the topology",
+        || {
+            let items = get("proxmoxmachinetemplates.infrastructure.cluster.x-k8s.io");
+            async move { items.into_iter().next() }
+        },
+    )
+    .await;
+    let spec = &pmt["spec"]["template"]["spec"];
+    assert_eq!(spec["sourceNode"], "pve1", "{pmt}");
+    assert_eq!(spec["templateID"], 100, "{pmt}");
+    assert!(
+        spec["templateSelector"].is_null(),
+        "the placeholder selector is gone: {pmt}"
+    );
+    assert_eq!(spec["numSockets"], 2, "{pmt}");
+    assert_eq!(spec["memoryMiB"], 8192, "{pmt}");
+    assert_eq!(spec["disks"]["bootVolume"]["sizeGb"], 50, "{pmt}");
+    assert_eq!(spec["network"]["networkDevices"][0]["bridge"], "vmbr7", "{pmt}");
+    let pc = testenv::wait_for(60, "the ProxmoxCluster from the topology", || {
+        let items = get("proxmoxclusters.infrastructure.cluster.x-k8s.io");
+        async move { items.into_iter().next() }
+    })
+    .await;
+    assert_eq!(pc["spec"]["controlPlaneEndpoint"]["host"], "10.10.10.9", "{pc}");
+    assert_eq!(pc["spec"]["dnsServers"][0], "10.10.10.53", "{pc}");
+    assert_eq!(pc["spec"]["ipv4Config"]["gateway"], "10.10.10.1", "{pc}");
+    let kcp = testenv::wait_for(60, "the KubeadmControlPlane from the topology", || {
+        let items = get("kubeadmcontrolplanes.controlplane.cluster.x-k8s.io");
+        async move { items.into_iter().next() }
+    })
+    .await;
+    let users = &kcp["spec"]["kubeadmConfigSpec"]["users"][0];
+    assert_eq!(
+        users["sshAuthorizedKeys"].as_array().map(Vec::len),
+        Some(2),
+        "{kcp}"
+    );
+    let files: Vec<&str> = kcp["spec"]["kubeadmConfigSpec"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert!(
+        files.contains(&"/etc/kubernetes/manifests/kube-vip.yaml"),
+        "{files:?}"
+    );
 }
