@@ -1,11 +1,18 @@
 # capmox-rs developer entry points. `make test` is what CI runs.
 CARGO ?= cargo
+KUBECTL ?= kubectl
+DOCKER ?= docker
 export CARGO_TERM_COLOR ?= never
-
-.PHONY: all build test test-real demo crds crds-check lint fmt clean
 
 # The real kube-apiserver + etcd (envtest layout) for `make test-real`.
 ENVTEST_SETUP ?= ../shared/tools/envtest/setup.sh
+
+# Release: the version (its series must be in metadata.yaml) and the image the components run.
+RELEASE_VERSION ?= v0.11.0-dev
+IMG ?= ghcr.io/capmox-rs/capmox-rs:$(RELEASE_VERSION)
+OUT ?= out
+
+.PHONY: all build test test-real demo crds crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
 
 all: build
 
@@ -43,6 +50,29 @@ lint:
 ## fmt: format the workspace
 fmt:
 	$(CARGO) fmt --all
+
+## release: $(OUT)/ with infrastructure-components.yaml (image $(IMG)), metadata.yaml, the cluster
+## templates, the ClusterClasses and the Cluster API Operator ConfigMap (needs kubectl)
+release:
+	$(CARGO) run -q --bin capmox-release -- --release-version $(RELEASE_VERSION) --image $(IMG) --out $(OUT) --kubectl $(KUBECTL)
+
+## release-binary: the manager as the image ships it (LTO, stripped): target/release/capmox
+release-binary:
+	$(CARGO) build --release --locked --bin capmox
+	@ls -l target/release/capmox | awk '{printf "release binary target/release/capmox: %d bytes (%.1f MiB)\n", $$5, $$5/1048576}'
+	@./target/release/capmox --version
+
+## release-binary-test: builds the release binary and checks it starts (slow; not in `make test`)
+release-binary-test:
+	$(CARGO) test -p capmox --test release_binary -- --ignored --nocapture
+
+## docker-build: the manager image $(IMG) (needs a Docker engine)
+docker-build:
+	$(DOCKER) build --build-arg VERSION=$(RELEASE_VERSION) --build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown) -t $(IMG) .
+
+## docker-push: push $(IMG)
+docker-push:
+	$(DOCKER) push $(IMG)
 
 clean:
 	$(CARGO) clean

@@ -28,6 +28,10 @@ use crate::proxmox::Secret;
                   PROXMOX_TOKEN+PROXMOX_SECRET (or PROXMOX_USERNAME+PROXMOX_PASSWORD) are all set."
 )]
 pub struct Cli {
+    /// A tool instead of the manager (none: run the manager).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Enable leader election (Lease `controller-leader-elect-capmox`); only the leader reconciles.
     #[arg(long, env = "CAPMOX_LEADER_ELECT", action = ArgAction::Set, num_args = 0..=1,
           default_value_t = false, default_missing_value = "true")]
@@ -142,6 +146,15 @@ pub struct Cli {
     /// How long after boot `cloud-init status` may keep reporting `running` before the machine fails.
     #[arg(long, env = "CAPMOX_CLOUD_INIT_TIMEOUT", default_value = "30m", value_parser = parse_duration)]
     pub cloud_init_timeout: Duration,
+}
+
+/// Tools of the `capmox` binary besides the manager.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Convert v1alpha1 manifests and cluster templates to v1alpha2, and the Cluster API v1beta1
+    /// objects beside them to v1beta2 (capmox's `clusterctl capmox-convert`; also run as
+    /// `clusterctl-capmox-convert`).
+    Convert(crate::convert::ConvertArgs),
 }
 
 /// Log output format.
