@@ -426,3 +426,66 @@ async fn managed_fields_shape() {
         json!({"f:involvedObject": {}, "f:message": {}, "f:reason": {}, "f:type": {}})
     );
 }
+
+/// Conflicts are judged on the defaulted object, as the apiserver stores it: re-applying what
+/// was created (with defaults filled in by the server) conflicts with nobody, whether the kind
+/// is a CRD (built-in defaults) or a custom resource (schema defaults); changing a defaulted
+/// value conflicts with the creator, who owns it.
+#[tokio::test]
+async fn apply_judges_conflicts_on_the_defaulted_object() {
+    let env = env().await;
+    let c = env.client();
+    install_test_crds(&env).await;
+    let ns = namespace(&c).await;
+
+    // The CRD was created by testenv (an update manager); applying the same CRD is no conflict,
+    // also when its numbers are spelled differently (`1` where the creator sent `1.0`).
+    let mut crd = serde_json::to_value(widget_crd()).unwrap();
+    for v in crd["spec"]["versions"].as_array_mut().unwrap() {
+        v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["size"]["minimum"] = json!(1);
+    }
+    let path = format!(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{GROUP}?fieldManager=release-test"
+    );
+    let r = send(&c, "PATCH", &path, APPLY, Some(&crd), &[]).await;
+    assert_eq!(r.code, 200, "{:?}", r.body);
+
+    // A widget created without `color` gets the schema default `red`, owned by its creator.
+    let w = |spec: Value| json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Widget", "metadata": {"name": "d1"}, "spec": spec});
+    let created = send(
+        &c,
+        "POST",
+        &format!("/apis/{GROUP}/v1/namespaces/{ns}/widgets?fieldManager=creator"),
+        "application/json",
+        Some(&w(json!({"size": 1}))),
+        &[],
+    )
+    .await;
+    assert_eq!(created.code, 201, "{:?}", created.body);
+    assert_eq!(created.body["spec"]["color"], "red");
+    let at = format!("/apis/{GROUP}/v1/namespaces/{ns}/widgets/d1?fieldManager=applier");
+    let same = send(&c, "PATCH", &at, APPLY, Some(&w(json!({"size": 1}))), &[]).await;
+    assert_eq!(same.code, 200, "{:?}", same.body);
+    let red = send(
+        &c,
+        "PATCH",
+        &at,
+        APPLY,
+        Some(&w(json!({"size": 1, "color": "red"}))),
+        &[],
+    )
+    .await;
+    assert_eq!(red.code, 200, "{:?}", red.body);
+    let blue = send(
+        &c,
+        "PATCH",
+        &at,
+        APPLY,
+        Some(&w(json!({"size": 1, "color": "blue"}))),
+        &[],
+    )
+    .await;
+    assert_eq!(blue.code, 409, "{:?}", blue.body);
+    assert!(msg(&blue).contains("conflict with \"creator\""), "{}", msg(&blue));
+    assert!(msg(&blue).contains(".spec.color"), "{}", msg(&blue));
+}

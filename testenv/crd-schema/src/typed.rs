@@ -266,8 +266,27 @@ fn leaf(lhs: Option<&Value>, rhs: Option<&Value>, path: &[PathElement], cmp: &mu
     match (lhs, rhs) {
         (None, Some(_)) => cmp.added.insert(path),
         (Some(_), None) => cmp.removed.insert(path),
-        (Some(a), Some(b)) if a != b => cmp.modified.insert(path),
+        (Some(a), Some(b)) if !same_value(a, b) => cmp.modified.insert(path),
         _ => {}
+    }
+}
+
+/// Equality as the apiserver sees decoded values: numbers by value (`8` equals `8.0`, as both
+/// decode to the same float64 or int64), everything else structurally.
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
+            (Some(i), Some(j), _, _) => i == j,
+            (_, _, Some(i), Some(j)) => i == j,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_value(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
+        }
+        _ => a == b,
     }
 }
 
@@ -517,6 +536,14 @@ mod tests {
                 "f:spec": {"f:devs": {"k:{\"name\":\"n\"}": {".": {}, "f:mtu": {}, "f:name": {}}},
                     "f:free": {"f:a": {".": {}, "f:b": {}}}, "f:m": {}, "f:ref": {}, "f:set": {"v:\"s\"": {}}, "f:size": {}, "f:tags": {}}})
         );
+    }
+
+    #[test]
+    fn numbers_compare_by_value() {
+        use super::same_value;
+        assert!(same_value(&json!({"m": [8.0, 1]}), &json!({"m": [8, 1.0]})));
+        assert!(!same_value(&json!(8.5), &json!(8)));
+        assert!(!same_value(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
     }
 
     #[test]

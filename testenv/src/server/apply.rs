@@ -85,7 +85,7 @@ pub async fn apply(st: &State, rr: &ResourceReq, body: &[u8]) -> ApiResult<Respo
     }
     let set = fieldmgr::applied_set(&schema, def, &rr.version, rr.sub.as_deref(), &raw);
     let cfg = clean_cfg(raw);
-    let owner = Ownership::Apply { manager, set };
+    let owner = Ownership::Apply { manager, set, force };
     let res = def.res_id();
     let dec = rr.decoding()?;
     if st.store.get(&res, &ns, &name).is_none() && rr.sub.is_none() {
@@ -107,17 +107,10 @@ pub async fn apply(st: &State, rr: &ResourceReq, body: &[u8]) -> ApiResult<Respo
         api_version: def.api_version(&rr.version),
         subresource: rr.sub.clone().unwrap_or_default(),
     };
+    // Conflicts are checked by `write_object` once the merged object is defaulted.
     let out = write_object(st, rr, &owner, |live| {
         let mut merged = schema.merge(live, &cfg);
         fieldmgr::prune_unapplied(&schema, &actor, live, &mut merged);
-        if !force {
-            let found = fieldmgr::conflicts(&schema, def, &rr.version, &actor, live, &merged);
-            if !found.is_empty()
-                && !fieldmgr::allowed_by_last_applied(&schema, owner_manager(&owner), live, &found)
-            {
-                return Err(fieldmgr::conflict_error(&found));
-            }
-        }
         if let Some(m) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
             m.insert("resourceVersion".into(), json!(conditional_rv));
         }
@@ -125,12 +118,6 @@ pub async fn apply(st: &State, rr: &ResourceReq, body: &[u8]) -> ApiResult<Respo
     })
     .await?;
     Ok(json_response(200, &out))
-}
-
-fn owner_manager(o: &Ownership) -> &str {
-    match o {
-        Ownership::Update { manager } | Ownership::Apply { manager, .. } => manager,
-    }
 }
 
 #[cfg(test)]

@@ -473,6 +473,17 @@ where
             _ => None,
         };
         let mut new = prepare_update(st, def, &rr.version, rr.sub.as_deref(), &old, wanted, &dec)?;
+        if let Ownership::Apply {
+            manager,
+            force: false,
+            ..
+        } = owner
+        {
+            let found = fieldmgr::conflicts(&schema, def, &rr.version, &actor, &old, &new);
+            if !found.is_empty() && !fieldmgr::allowed_by_last_applied(&schema, manager, &old, &found) {
+                return Err(fieldmgr::conflict_error(&found));
+            }
+        }
         let req_rv = meta_str(&new, "resourceVersion").to_string();
         let conditional = !req_rv.is_empty();
         if conditional && req_rv.parse::<u64>().is_err() {

@@ -26,6 +26,8 @@ pub enum Ownership {
         manager: String,
         /// Fields of the applied configuration (already filtered).
         set: FieldSet,
+        /// `force=true`: take over conflicting fields instead of failing.
+        force: bool,
     },
 }
 
@@ -207,8 +209,8 @@ impl Actor<'_> {
 /// One conflict: the other manager (as messages name it) and the field.
 pub type Conflict = (String, Vec<PathElement>);
 
-/// Server-side apply conflicts: fields the apply changes (from `live` to `merged`) that another
-/// manager owns.
+/// Server-side apply conflicts: fields the apply changes (from `live` to `merged`, both defaulted
+/// the way they are stored, as the apiserver compares them) that another manager owns.
 pub fn conflicts(
     schema: &VersionSchema,
     def: &ResourceDef,
