@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build test demo crds crds-check lint fmt clean
+.PHONY: all build test demo crds manifests crds-check lint fmt clean
 
 all: build
 
@@ -21,6 +21,10 @@ demo:
 ## crds: regenerate config/crd/bases/ from the Rust API types
 crds:
 	$(CARGO) run -q -p capmox-api --bin crdgen -- config/crd/bases
+
+## manifests: regenerate the CRDs and the webhook manifests (config/webhook/, config/crd/patches/)
+manifests: crds
+	$(CARGO) run -q -p capmox-api --bin manifestgen -- config
 
 ## lint: formatting and clippy, warnings are errors
 lint:
