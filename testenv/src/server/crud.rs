@@ -13,7 +13,7 @@ use super::routes::ResourceReq;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult};
 use super::store::{StoreError, rv_of};
-use super::{Body, State, conversion, json_response, table};
+use super::{Body, State, conversion, json_response, table, webhook_configs, webhooks};
 use crate::Error;
 
 const NAMESPACES: (&str, &str) = ("", "namespaces");
@@ -224,6 +224,8 @@ fn admit(
         if obj.get("type").is_none() {
             obj["type"] = json!("Opaque");
         }
+    } else if webhook_configs::is_config(def) {
+        webhook_configs::admit(def, obj).map_err(|errs| invalid(def, &name, &errs))?;
     } else if def.plural == "namespaces" && def.group.is_empty() {
         let deleting = !meta_str(obj, "deletionTimestamp").is_empty();
         obj["status"] = json!({"phase": if deleting { "Terminating" } else { "Active" }});
@@ -325,7 +327,10 @@ pub async fn create_object(
     {
         o.remove("status");
     }
+    let attrs = webhooks::Attrs::create(def, version, dry_run);
+    obj = webhooks::mutate(st, &attrs, obj, None).await?;
     admit(st, def, version, &mut obj, None, strict)?;
+    webhooks::validate(st, &attrs, &obj, None).await?;
     let storage = conversion::convert(def, obj.clone(), &def.api_version(def.storage_version())).await?;
     if dry_run {
         return Ok(obj);
@@ -454,12 +459,15 @@ where
         let stored_rv = rv_of(&stored);
         let old = to_version(st, def, stored, &rr.version).await?;
         let wanted = mutate(&old)?;
+        let attrs = webhooks::Attrs::update(rr);
+        let wanted = webhooks::mutate(st, &attrs, wanted, Some(&old)).await?;
         let new = prepare_update(st, def, &rr.version, rr.sub.as_deref(), &old, wanted, rr.strict())?;
         let req_rv = meta_str(&new, "resourceVersion").to_string();
         let conditional = !req_rv.is_empty();
         if conditional && req_rv != stored_rv.to_string() {
             return Err(ApiError::conflict(&def.plural, &def.group, &name));
         }
+        webhooks::validate(st, &attrs, &new, Some(&old)).await?;
         if rr.dry_run() {
             return Ok(new);
         }

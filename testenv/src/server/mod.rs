@@ -16,7 +16,10 @@ pub mod selectors;
 pub mod status;
 pub mod store;
 mod table;
+mod warnings;
 mod watch;
+mod webhook_configs;
+mod webhooks;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -157,6 +160,7 @@ pub async fn start(certs: &Certs, token: &str, opts: ServerOptions) -> Result<In
         addr,
     });
     crud::bootstrap(&state)?;
+    webhook_configs::register(&state);
     let (shutdown, mut stop_rx) = tokio_watch::channel(false);
     if opts.garbage_collector {
         gc::spawn(state.clone(), shutdown.subscribe());

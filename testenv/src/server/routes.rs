@@ -55,10 +55,13 @@ impl ResourceReq {
 
 /// Handles one HTTP request.
 pub async fn handle(st: Arc<State>, req: Request<hyper::body::Incoming>) -> Response<Body> {
-    match route(st, req).await {
+    let (result, warnings) = super::warnings::collect(route(st, req)).await;
+    let mut resp = match result {
         Ok(r) => r,
         Err(e) => error_response(&e),
-    }
+    };
+    super::warnings::attach(&mut resp, &warnings);
+    resp
 }
 
 fn authorized<B>(st: &State, req: &Request<B>) -> bool {
