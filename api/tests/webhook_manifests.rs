@@ -34,7 +34,10 @@ fn checked_in_manifests_match_generated() {
         }
     }
     for sub in ["webhook", "crd/patches"] {
-        for entry in std::fs::read_dir(dir.join(sub)).expect("directory exists").flatten() {
+        for entry in std::fs::read_dir(dir.join(sub))
+            .expect("directory exists")
+            .flatten()
+        {
             let rel = PathBuf::from(sub).join(entry.file_name());
             if !files.contains_key(&rel) {
                 stale.push(format!("{} is not generated any more", rel.display()));
@@ -129,7 +132,12 @@ fn manifests_say_what_capmox_says() {
 /// `capmox-system`.
 #[test]
 fn kustomize_renders_capmox_release_names() {
-    if Command::new("kubectl").arg("version").arg("--client").output().is_err() {
+    if Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_err()
+    {
         eprintln!("skipped: kubectl (kustomize) not found");
         return;
     }
@@ -159,8 +167,14 @@ fn kustomize_renders_capmox_release_names() {
     assert_eq!(svc["metadata"]["name"], "capmox-webhook-service");
     assert_eq!(svc["metadata"]["namespace"], "capmox-system");
     for (kind, name) in [
-        ("MutatingWebhookConfiguration", "capmox-mutating-webhook-configuration"),
-        ("ValidatingWebhookConfiguration", "capmox-validating-webhook-configuration"),
+        (
+            "MutatingWebhookConfiguration",
+            "capmox-mutating-webhook-configuration",
+        ),
+        (
+            "ValidatingWebhookConfiguration",
+            "capmox-validating-webhook-configuration",
+        ),
     ] {
         let cfg = by_kind(kind);
         assert_eq!(cfg["metadata"]["name"], name);

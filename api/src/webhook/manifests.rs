@@ -14,14 +14,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
-    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference, ValidatingWebhook,
+    ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{AdmissionType, AdmissionWebhook, CONVERSION_PATH, WEBHOOK_VERSION, WebhookKind, admission_webhooks};
+use super::{
+    AdmissionType, AdmissionWebhook, CONVERSION_PATH, WEBHOOK_VERSION, WebhookKind, admission_webhooks,
+};
 use crate::consts::GROUP;
 
 /// Name of the `MutatingWebhookConfiguration` before the release's name prefix.

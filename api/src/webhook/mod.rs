@@ -184,10 +184,7 @@ mod tests {
             m.path(),
             "/mutate-infrastructure-cluster-x-k8s-io-v1alpha2-proxmoxmachine"
         );
-        assert_eq!(
-            m.name(),
-            "default.proxmoxmachine.infrastructure.cluster.x-k8s.io"
-        );
+        assert_eq!(m.name(), "default.proxmoxmachine.infrastructure.cluster.x-k8s.io");
         let v = ADMISSION_WEBHOOKS[5];
         assert_eq!(
             v.path(),

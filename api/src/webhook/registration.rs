@@ -10,11 +10,11 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition, WebhookClientConfig, WebhookConversion,
 };
 
-use super::manifests::{
-    MUTATING_CONFIGURATION, RELEASE_NAME_PREFIX, Target, VALIDATING_CONFIGURATION,
-    mutating_configuration, validating_configuration,
-};
 use super::CONVERSION_PATH;
+use super::manifests::{
+    MUTATING_CONFIGURATION, RELEASE_NAME_PREFIX, Target, VALIDATING_CONFIGURATION, mutating_configuration,
+    validating_configuration,
+};
 use crate::crd::CrdError;
 
 /// The mutating and validating configurations as released (`capmox-mutating-webhook-configuration`,
@@ -29,10 +29,7 @@ pub fn admission_configurations(
         ca_bundle: ca_bundle.to_vec(),
     };
     (
-        mutating_configuration(
-            &format!("{RELEASE_NAME_PREFIX}{MUTATING_CONFIGURATION}"),
-            &target,
-        ),
+        mutating_configuration(&format!("{RELEASE_NAME_PREFIX}{MUTATING_CONFIGURATION}"), &target),
         validating_configuration(
             &format!("{RELEASE_NAME_PREFIX}{VALIDATING_CONFIGURATION}"),
             &target,
