@@ -214,6 +214,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn readiness_waits_for_the_webhook_server_when_enabled() {
+        let s = HealthState::default();
+        s.set_started();
+        assert!(s.webhooks_ready());
+        assert!(s.readiness_body().contains("webhooks: disabled"));
+        s.require_webhooks();
+        assert!(!s.webhooks_ready());
+        s.set_webhooks_serving();
+        assert!(s.webhooks_ready());
+        assert!(s.readiness_body().contains("webhooks: serving"));
+    }
+
+    #[test]
     fn readiness_body_reports_leader_and_proxmox() {
         let s = HealthState::default();
         assert!(!s.is_started());
