@@ -122,8 +122,8 @@ pub struct Cli {
 
     /// Serve the conversion and admission webhooks over HTTPS on every replica (capmox's
     /// default). `false` serves nothing on the webhook port.
-    #[arg(long, env = "ENABLE_WEBHOOKS", action = ArgAction::Set, num_args = 0..=1, default_value_t = true,
-          default_missing_value = "true", value_parser = parse_lenient_bool)]
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_value_t = true,
+          default_missing_value = "true", value_parser = parse_go_bool)]
     pub enable_webhooks: bool,
 
     /// Port of the webhook server (HTTPS).
