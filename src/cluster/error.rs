@@ -38,6 +38,8 @@ pub enum ClusterError {
     /// A Kubernetes API call failed.
     #[error("{action}: {source}")]
     Kube {
+        /// Condition/event reason naming the step that failed (one of the `*_FAILED_REASON`s).
+        reason: &'static str,
         /// What was being done.
         action: String,
         /// Client error.
@@ -46,11 +48,28 @@ pub enum ClusterError {
     },
 }
 
+/// Reason of a failed finalizer write.
+pub const FINALIZER_PATCH_FAILED_REASON: &str = "FinalizerPatchFailed";
+/// Reason of a failed InClusterIPPool apply.
+pub const IP_POOL_RECONCILIATION_FAILED_REASON: &str = "InClusterIPPoolReconciliationFailed";
+/// Reason of a failed read or write of the credentials Secret.
+pub const CREDENTIALS_SECRET_FAILED_REASON: &str = "CredentialsSecretReconciliationFailed";
+/// Reason of a failed lookup of the owner Cluster.
+pub const OWNER_CLUSTER_LOOKUP_FAILED_REASON: &str = "OwnerClusterLookupFailed";
+/// Reason of a failed listing of the cluster's ProxmoxMachines during deletion.
+pub const MACHINE_LIST_FAILED_REASON: &str = "ProxmoxMachineListFailed";
+/// Reason of a failed status write (reported as an event only: the status could not be written).
+pub const STATUS_PATCH_FAILED_REASON: &str = "StatusPatchFailed";
+
 impl ClusterError {
-    /// Wraps a Kubernetes client error with what was being done.
-    pub fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
+    /// Wraps a Kubernetes client error with the step's reason and what was being done.
+    pub fn kube(reason: &'static str, action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
         let action = action.into();
-        move |source| Self::Kube { action, source }
+        move |source| Self::Kube {
+            reason,
+            action,
+            source,
+        }
     }
 
     /// Short machine-readable reason (metrics label, event reason).
@@ -60,15 +79,7 @@ impl ClusterError {
             Self::InvalidCredentials(CredentialsError::Client { .. }) => PROXMOX_UNREACHABLE_REASON,
             Self::InvalidCredentials(_) => CREDENTIALS_NOT_FOUND_REASON,
             Self::ProxmoxUnreachable { .. } => PROXMOX_UNREACHABLE_REASON,
-            Self::Kube { .. } => "KubernetesAPIError",
-        }
-    }
-
-    /// The `ProxmoxAvailable=False` reason this error sets, if it concerns Proxmox at all.
-    pub fn condition_reason(&self) -> Option<&'static str> {
-        match self {
-            Self::Kube { .. } => None,
-            other => Some(other.reason()),
+            Self::Kube { reason, .. } => reason,
         }
     }
 

@@ -5,6 +5,7 @@ pub mod error;
 pub mod failure_domains;
 pub mod inventory;
 pub mod owner;
+pub mod pool_schema;
 pub mod pools;
 pub mod readiness;
 pub mod secret;
@@ -22,6 +23,7 @@ use serde_json::json;
 
 pub use error::{ClusterError, ErrorKind};
 pub use owner::OwnerCluster;
+use pool_schema::{FieldSupport, PoolFieldSupport};
 use readiness::Availability;
 pub use secret::secret_key;
 
@@ -110,21 +112,39 @@ async fn patch_finalizers(
     api(ctx, &ns)
         .patch(&pc.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(ClusterError::kube("patching ProxmoxCluster finalizers"))?;
+        .map_err(ClusterError::kube(
+            error::FINALIZER_PATCH_FAILED_REASON,
+            "patching ProxmoxCluster finalizers",
+        ))?;
     Ok(())
 }
 
 /// The normal path: finalizer, control-plane endpoint wait, IP pools, credentials, probe,
-/// failure domains, node inventory (when `refresh_inventory`), ready.
+/// failure domains, node inventory (when `refresh_inventory`), ready. A failed step is recorded
+/// in the status as `ProxmoxAvailable=False` with the step's reason (see [`record_failure`]).
 pub async fn reconcile_normal(
     ctx: &Context,
     pc: &ProxmoxCluster,
     owner: &OwnerCluster,
     refresh_inventory: bool,
+    pool_fields: &PoolFieldSupport,
 ) -> Outcome {
     let mut status = pc.status.clone().unwrap_or_default();
-    let result = normal_steps(ctx, pc, owner, refresh_inventory, &mut status).await;
+    let result = normal_steps(ctx, pc, owner, refresh_inventory, pool_fields, &mut status).await;
+    if let Err(e) = &result {
+        record_failure(&mut status, e, pc.metadata.generation);
+    }
     Outcome { status, result }
+}
+
+/// Records a failed reconcile step in the status: `ProxmoxAvailable=False` (and so `Ready=False`)
+/// with the error's reason and message, so `kubectl describe` shows what went wrong.
+pub fn record_failure(status: &mut ProxmoxClusterStatus, e: &ClusterError, generation: Option<i64>) {
+    let a = Availability::Failed {
+        reason: e.reason().to_owned(),
+        message: e.to_string(),
+    };
+    readiness::apply(status, &a, generation, &now());
 }
 
 async fn normal_steps(
@@ -132,6 +152,7 @@ async fn normal_steps(
     pc: &ProxmoxCluster,
     owner: &OwnerCluster,
     refresh_inventory: bool,
+    pool_fields: &PoolFieldSupport,
     status: &mut ProxmoxClusterStatus,
 ) -> Result<Action, ClusterError> {
     let settings = &ctx.settings.cluster;
@@ -154,47 +175,15 @@ async fn normal_steps(
     }
 
     let desired = pools::desired_pools(&name, &pc.spec);
-    let pool_api: Api<InClusterIPPool> = Api::namespaced(ctx.client.clone(), &ns);
-    // Older in-cluster IPAM CRDs (< v1.1) lack addressReuseGracePeriodSeconds: let the API
-    // server drop it instead of rejecting the pool.
-    let params = PatchParams::apply(FIELD_MANAGER).force().validation_ignore();
-    for p in &desired {
-        let obj = pools::pool_object(p, &ns, owner_reference(pc, true));
-        pool_api
-            .patch(&p.name, &params, &Patch::Apply(&obj))
-            .await
-            .map_err(ClusterError::kube(format!(
-                "applying InClusterIPPool {ns}/{}",
-                p.name
-            )))?;
-    }
+    apply_pools(ctx, pc, &desired, pool_fields).await?;
     let (refs, zones) = pools::status_refs(&desired);
     status.in_cluster_ip_pool_ref = (!refs.is_empty()).then_some(refs);
     status.in_cluster_zone_ref = (!zones.is_empty()).then_some(zones);
 
-    let client = match secret::resolve_client(ctx, pc).await {
-        Ok(c) => c,
-        Err(e) => {
-            if let Some(reason) = e.condition_reason() {
-                let a = Availability::Failed {
-                    reason: reason.to_owned(),
-                    message: e.to_string(),
-                };
-                readiness::apply(status, &a, generation, &now());
-            }
-            return Err(e);
-        }
-    };
-
+    let client = secret::resolve_client(ctx, pc).await?;
     if let Err(source) = client.version().await {
         ctx.metrics.set_cluster_connected(&ns, &name, false);
-        let e = ClusterError::ProxmoxUnreachable { source };
-        let a = Availability::Failed {
-            reason: e.reason().to_owned(),
-            message: e.to_string(),
-        };
-        readiness::apply(status, &a, generation, &now());
-        return Err(e);
+        return Err(ClusterError::ProxmoxUnreachable { source });
     }
     ctx.metrics.set_cluster_connected(&ns, &name, true);
     if refresh_inventory {
@@ -210,11 +199,52 @@ async fn normal_steps(
     Ok(Action::requeue(settings.resync))
 }
 
+/// Server-side applies the cluster's InClusterIPPools. `spec.addressReuseGracePeriodSeconds` is
+/// only sent when the served IPAM CRD declares it (or cannot tell); a refusal of a pool that
+/// carried it is retried once without it.
+async fn apply_pools(
+    ctx: &Context,
+    pc: &ProxmoxCluster,
+    desired: &[pools::DesiredPool],
+    pool_fields: &PoolFieldSupport,
+) -> Result<(), ClusterError> {
+    let ns = pc.namespace().unwrap_or_default();
+    let pool_api: Api<InClusterIPPool> = Api::namespaced(ctx.client.clone(), &ns);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for p in desired {
+        let mut obj = pools::pool_object(p, &ns, owner_reference(pc, true));
+        let support = if obj.spec.address_reuse_grace_period_seconds.is_some() {
+            pool_fields.reuse_grace_period(&ctx.client).await
+        } else {
+            FieldSupport::Missing
+        };
+        if support == FieldSupport::Missing {
+            obj.spec.address_reuse_grace_period_seconds = None;
+        }
+        let mut result = pool_api.patch(&p.name, &params, &Patch::Apply(&obj)).await;
+        if support == FieldSupport::Unknown
+            && matches!(&result, Err(kube::Error::Api(e)) if matches!(e.code, 400 | 422 | 500))
+        {
+            pool_fields.refused();
+            obj.spec.address_reuse_grace_period_seconds = None;
+            result = pool_api.patch(&p.name, &params, &Patch::Apply(&obj)).await;
+        }
+        result.map_err(ClusterError::kube(
+            error::IP_POOL_RECONCILIATION_FAILED_REASON,
+            format!("applying InClusterIPPool {ns}/{}", p.name),
+        ))?;
+    }
+    Ok(())
+}
+
 /// The delete path: refuse while the owner Cluster lives, wait for the cluster's ProxmoxMachines,
 /// release the credentials Secret and drop the finalizer.
 pub async fn reconcile_delete(ctx: &Context, pc: &ProxmoxCluster, owner: Option<&OwnerCluster>) -> Outcome {
     let mut status = pc.status.clone().unwrap_or_default();
     let result = delete_steps(ctx, pc, owner, &mut status).await;
+    if let Err(e) = &result {
+        record_failure(&mut status, e, pc.metadata.generation);
+    }
     Outcome { status, result }
 }
 
@@ -245,7 +275,10 @@ async fn delete_steps(
     let left = machines
         .list_metadata(&ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster}")))
         .await
-        .map_err(ClusterError::kube("listing ProxmoxMachines"))?;
+        .map_err(ClusterError::kube(
+            error::MACHINE_LIST_FAILED_REASON,
+            "listing ProxmoxMachines",
+        ))?;
     if !left.items.is_empty() {
         let a = Availability::Deleting(format!(
             "waiting for {} ProxmoxMachine(s) of cluster {cluster} to be deleted",

@@ -6,6 +6,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 
 use super::ClusterError;
+use super::error::OWNER_CLUSTER_LOOKUP_FAILED_REASON;
 
 /// What the ProxmoxCluster controller needs to know about its Cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,10 +42,10 @@ pub async fn fetch(
     let gvk = GroupVersionKind::gvk(CLUSTER_GROUP, version, CLUSTER_KIND);
     let ar = ApiResource::from_gvk_with_plural(&gvk, CLUSTER_PLURAL);
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
-    let obj = api
-        .get_opt(&name)
-        .await
-        .map_err(ClusterError::kube(format!("getting Cluster {namespace}/{name}")))?;
+    let obj = api.get_opt(&name).await.map_err(ClusterError::kube(
+        OWNER_CLUSTER_LOOKUP_FAILED_REASON,
+        format!("getting Cluster {namespace}/{name}"),
+    ))?;
     Ok(obj.map(|o| OwnerCluster {
         paused: o
             .data

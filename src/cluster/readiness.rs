@@ -2,9 +2,9 @@
 //! events worth recording when they change.
 
 use capmox_api::v1alpha2::{
-    ApiEndpoint, CREDENTIALS_NOT_FOUND_REASON, DELETING_REASON, InitializationStatus,
-    MISSING_CONTROL_PLANE_ENDPOINT_REASON, PROVISIONED_REASON, PROXMOX_AVAILABLE_CONDITION,
-    PROXMOX_UNREACHABLE_REASON, ProxmoxClusterSpec, ProxmoxClusterStatus, READY_CONDITION,
+    ApiEndpoint, DELETING_REASON, InitializationStatus, MISSING_CONTROL_PLANE_ENDPOINT_REASON,
+    PROVISIONED_REASON, PROXMOX_AVAILABLE_CONDITION, PROXMOX_UNREACHABLE_REASON, ProxmoxClusterSpec,
+    ProxmoxClusterStatus, READY_CONDITION,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -112,8 +112,8 @@ fn available(conds: &[Condition]) -> Option<&Condition> {
     conditions::get(conds, PROXMOX_AVAILABLE_CONDITION)
 }
 
-/// The events for the change from `old` to `new`: credentials missing, Proxmox unreachable or
-/// recovered, ready, and pools created.
+/// The Normal events for the change from `old` to `new`: Proxmox reachable again, waiting for
+/// an endpoint, deleting, ready, and pools created.
 pub fn transitions(old: &ProxmoxClusterStatus, new: &ProxmoxClusterStatus) -> Vec<Transition> {
     let empty = Vec::new();
     let o = available(old.conditions.as_ref().unwrap_or(&empty));
@@ -123,16 +123,9 @@ pub fn transitions(old: &ProxmoxClusterStatus, new: &ProxmoxClusterStatus) -> Ve
         && o.map(|o| (&o.status, &o.reason)) != Some((&n.status, &n.reason))
     {
         let was_unreachable = o.is_some_and(|o| o.reason == PROXMOX_UNREACHABLE_REASON);
+        // Failures (credentials, Proxmox unreachable, a failed step) are published as Warning
+        // events by the controller on every failed reconcile, not here.
         match n.reason.as_str() {
-            CREDENTIALS_NOT_FOUND_REASON | PROXMOX_UNREACHABLE_REASON => out.push(Transition {
-                warning: true,
-                reason: if n.reason == CREDENTIALS_NOT_FOUND_REASON {
-                    CREDENTIALS_NOT_FOUND_REASON
-                } else {
-                    PROXMOX_UNREACHABLE_REASON
-                },
-                note: n.message.clone(),
-            }),
             PROVISIONED_REASON if was_unreachable => out.push(Transition {
                 warning: false,
                 reason: "ProxmoxReachable",
@@ -238,9 +231,10 @@ mod tests {
             ("False", PROXMOX_UNREACHABLE_REASON)
         );
         assert_eq!(s.initialization.as_ref().unwrap().provisioned, Some(true));
-        let t = transitions(&old, &s);
-        assert_eq!(t.len(), 1);
-        assert!(t[0].warning && t[0].reason == PROXMOX_UNREACHABLE_REASON);
+        assert!(
+            transitions(&old, &s).is_empty(),
+            "failures are published by the controller's error path"
+        );
         let back = s.clone();
         apply(&mut s, &Availability::Available, None, &now());
         let reasons: Vec<_> = transitions(&back, &s).iter().map(|t| t.reason).collect();

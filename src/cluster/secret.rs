@@ -9,6 +9,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use super::error::CREDENTIALS_SECRET_FAILED_REASON;
 use super::{ClusterError, owner_reference, readiness};
 use crate::context::Context;
 use crate::proxmox::Client;
@@ -44,10 +45,10 @@ async fn patch_meta(
     }});
     api.patch(&s.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(ClusterError::kube(format!(
-            "patching credentials Secret {}",
-            s.name_any()
-        )))
+        .map_err(ClusterError::kube(
+            CREDENTIALS_SECRET_FAILED_REASON,
+            format!("patching credentials Secret {}", s.name_any()),
+        ))
 }
 
 /// The Proxmox client for a ProxmoxCluster: the global client, else the one of its Secret. A
@@ -63,9 +64,10 @@ pub async fn resolve_client(ctx: &Context, pc: &ProxmoxCluster) -> Result<Client
             });
     };
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(mut secret) = api.get_opt(&name).await.map_err(ClusterError::kube(format!(
-        "getting credentials Secret {ns}/{name}"
-    )))?
+    let Some(mut secret) = api.get_opt(&name).await.map_err(ClusterError::kube(
+        CREDENTIALS_SECRET_FAILED_REASON,
+        format!("getting credentials Secret {ns}/{name}"),
+    ))?
     else {
         ctx.proxmox.forget(&ns, &name);
         return Err(ClusterError::CredentialsNotFound {
@@ -98,9 +100,10 @@ pub async fn release(ctx: &Context, pc: &ProxmoxCluster) -> Result<(), ClusterEr
         return Ok(());
     };
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(secret) = api.get_opt(&name).await.map_err(ClusterError::kube(format!(
-        "getting credentials Secret {ns}/{name}"
-    )))?
+    let Some(secret) = api.get_opt(&name).await.map_err(ClusterError::kube(
+        CREDENTIALS_SECRET_FAILED_REASON,
+        format!("getting credentials Secret {ns}/{name}"),
+    ))?
     else {
         ctx.proxmox.forget(&ns, &name);
         return Ok(());

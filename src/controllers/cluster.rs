@@ -25,6 +25,7 @@ use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
+use crate::cluster::pool_schema::PoolFieldSupport;
 use crate::cluster::{self, ClusterError, FIELD_MANAGER, readiness};
 use crate::context::Context;
 
@@ -85,6 +86,8 @@ struct ClusterCtx {
     backoff: Backoff,
     /// When each cluster's node inventory was last refreshed.
     inventory_at: Mutex<HashMap<String, Instant>>,
+    /// What the served InClusterIPPool CRD declares (read once, refreshed now and then).
+    pool_fields: PoolFieldSupport,
 }
 
 impl ClusterCtx {
@@ -149,6 +152,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         recorder: super::recorder(client.clone()),
         backoff: Backoff::default(),
         inventory_at: Mutex::new(HashMap::new()),
+        pool_fields: PoolFieldSupport::default(),
         ctx: ctx.clone(),
     });
 
@@ -254,15 +258,42 @@ fn secret_to_pcs(
         .collect()
 }
 
+/// One reconcile; every error is also published as a Warning event on the object (its status
+/// already carries the failed step's reason, see [`cluster::record_failure`]).
 async fn reconcile(pc: Arc<ProxmoxCluster>, cc: Arc<ClusterCtx>) -> Result<Action, ClusterError> {
+    let result = reconcile_inner(&pc, &cc).await;
+    if let Err(e) = &result {
+        publish(
+            &cc.recorder,
+            &pc,
+            readiness::Transition {
+                warning: true,
+                reason: e.reason(),
+                note: e.to_string(),
+            },
+        )
+        .await;
+    }
+    result
+}
+
+async fn reconcile_inner(pc: &ProxmoxCluster, cc: &ClusterCtx) -> Result<Action, ClusterError> {
     let ctx = &cc.ctx;
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
     if pc.annotations().contains_key(MANAGED_BY_ANNOTATION) {
-        tracing::debug!(object = %key(&pc), "externally managed; skipping");
+        tracing::debug!(object = %key(pc), "externally managed; skipping");
         return Ok(Action::await_change());
     }
     let ns = pc.namespace().unwrap_or_default();
-    let owner = cluster::owner::fetch(&ctx.client, &ns, &pc.metadata).await?;
+    let owner = match cluster::owner::fetch(&ctx.client, &ns, &pc.metadata).await {
+        Ok(o) => o,
+        Err(e) => {
+            let mut status = pc.status.clone().unwrap_or_default();
+            cluster::record_failure(&mut status, &e, pc.metadata.generation);
+            write_status(ctx, pc, &status).await?;
+            return Err(e);
+        }
+    };
     let annotation_paused = pc.annotations().contains_key(PAUSED_ANNOTATION);
     let cluster_paused = owner.as_ref().is_some_and(|o| o.paused);
     if annotation_paused || cluster_paused {
@@ -274,32 +305,32 @@ async fn reconcile(pc: Arc<ProxmoxCluster>, cc: Arc<ClusterCtx>) -> Result<Actio
             pc.metadata.generation,
             &now(),
         );
-        write_status(ctx, &pc, &status).await?;
+        write_status(ctx, pc, &status).await?;
         return Ok(Action::await_change());
     }
     let outcome = if pc.metadata.deletion_timestamp.is_some() {
-        cluster::reconcile_delete(ctx, &pc, owner.as_ref()).await
+        cluster::reconcile_delete(ctx, pc, owner.as_ref()).await
     } else {
         let Some(owner) = owner else {
-            tracing::info!(object = %key(&pc), "Waiting for Cluster Controller to set OwnerRef on ProxmoxCluster");
+            tracing::info!(object = %key(pc), "Waiting for Cluster Controller to set OwnerRef on ProxmoxCluster");
             return Ok(Action::await_change());
         };
-        let due = cc.inventory_due(&key(&pc));
-        let outcome = cluster::reconcile_normal(ctx, &pc, &owner, due).await;
+        let due = cc.inventory_due(&key(pc));
+        let outcome = cluster::reconcile_normal(ctx, pc, &owner, due, &cc.pool_fields).await;
         let ready = outcome.status.initialization.as_ref().and_then(|i| i.provisioned) == Some(true)
             && outcome.result.is_ok();
         if due && ready {
-            cc.inventory_refreshed(&key(&pc));
+            cc.inventory_refreshed(&key(pc));
         }
         outcome
     };
     let old = pc.status.clone().unwrap_or_default();
-    write_status(ctx, &pc, &outcome.status).await?;
+    write_status(ctx, pc, &outcome.status).await?;
     for t in readiness::transitions(&old, &outcome.status) {
-        publish(&cc.recorder, &pc, t).await;
+        publish(&cc.recorder, pc, t).await;
     }
     if outcome.result.is_ok() {
-        cc.backoff.reset(&key(&pc));
+        cc.backoff.reset(&key(pc));
     }
     outcome.result
 }
@@ -337,6 +368,7 @@ async fn write_status(
         // The object went away (finalizer removed and deleted) in the meantime.
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(source) => Err(ClusterError::Kube {
+            reason: cluster::error::STATUS_PATCH_FAILED_REASON,
             action: "patching ProxmoxCluster status".into(),
             source,
         }),

@@ -280,7 +280,41 @@ async fn proxmox_client(ctx: &Context, pc: &ProxmoxCluster) -> Result<Client, Ma
         .map_err(|e| MachineError::Credentials(e.into()))
 }
 
+/// One reconcile. An error that stops it outside a provisioning step (those record their own
+/// reasons) is published as a Warning event and, unless the machine is provisioned, shown as
+/// `VirtualMachineProvisioned=False` with the error's reason (`DeletionFailed` while deleting).
 async fn reconcile(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Result<Action, MachineError> {
+    let result = reconcile_inner(cached.clone(), mc.clone()).await;
+    if let Err(e) = &result {
+        report_failure(&mc, &cached, e).await;
+    }
+    result
+}
+
+async fn report_failure(mc: &MachineCtx, cached: &ProxmoxMachine, e: &MachineError) {
+    let deleting = cached.metadata.deletion_timestamp.is_some();
+    let reason = if deleting {
+        api::DELETION_FAILED_REASON
+    } else {
+        e.reason()
+    };
+    publish(&mc.recorder, cached, true, reason, e.to_string()).await;
+    let api_ =
+        Api::<ProxmoxMachine>::namespaced(mc.ctx.client.clone(), &cached.namespace().unwrap_or_default());
+    let Ok(Some(fresh)) = api_.get_opt(&cached.name_any()).await else {
+        return;
+    };
+    if fresh.is_provisioned() && !deleting {
+        return;
+    }
+    let mut work = fresh.clone();
+    crate::machine::set_failure_condition(&mut work, reason, e.to_string());
+    if let Err(pe) = persist_status(&mc.ctx, &fresh, &work).await {
+        tracing::debug!(object = %key(cached), error = %pe, "recording the failure in the status failed");
+    }
+}
+
+async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Result<Action, MachineError> {
     let ctx = &mc.ctx;
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
     let ns = cached.namespace().unwrap_or_default();

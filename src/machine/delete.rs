@@ -13,7 +13,6 @@ use super::observe::{self, recorded_vmid};
 use super::state::{DeleteFacts, DeleteStep, TaskFacts, VmPresence, decide_delete};
 use super::steps::{Next, record_task};
 use super::{iso, locations};
-use crate::conditions::{self, Desired};
 use crate::ipam::IpamApiVersion;
 use crate::proxmox::Client;
 use crate::proxmox::types::{DeleteVmOptions, StopRequest};
@@ -88,18 +87,7 @@ async fn release_claims(
 }
 
 fn set_condition(pm: &mut ProxmoxMachine, reason: &str, message: String) {
-    let generation = pm.metadata.generation;
-    let status = pm.status.get_or_insert_with(Default::default);
-    let list = status.conditions.get_or_insert_with(Vec::new);
-    let now = super::now();
-    conditions::set(
-        list,
-        &Desired::falsy(api::VIRTUAL_MACHINE_PROVISIONED_CONDITION, reason, message),
-        generation,
-        &now,
-    );
-    let ready = conditions::ready_summary(list, &[api::VIRTUAL_MACHINE_PROVISIONED_CONDITION]);
-    conditions::set(list, &ready, generation, &now);
+    super::set_failure_condition(pm, reason, message);
 }
 
 /// Runs one deletion pass on `pm`. `proxmox` is `None` when no credentials are available; then

@@ -1,9 +1,18 @@
 //! Errors of a ProxmoxMachine reconcile, each with a short class for metrics and logs.
 
+use capmox_api::v1alpha2 as api;
+
 use crate::bootstrap::BootstrapError;
 use crate::cluster::ClusterError;
 use crate::ipam::IpamError;
 use crate::proxmox;
+
+/// Reason of a Proxmox API failure outside a provisioning step.
+pub const PROXMOX_API_ERROR_REASON: &str = "ProxmoxAPIError";
+/// Reason of a Kubernetes API failure.
+pub const KUBERNETES_API_ERROR_REASON: &str = "KubernetesAPIError";
+/// Reason of inconsistent input the machine cannot be reconciled with.
+pub const INVALID_CONFIGURATION_REASON: &str = "InvalidConfiguration";
 
 /// Why a machine reconcile could not finish its step.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +74,20 @@ impl MachineError {
             Self::Ipam(_) => "ipam",
             Self::Bootstrap(_) => "bootstrap",
             Self::Invalid(_) => "invalid",
+        }
+    }
+
+    /// The `VirtualMachineProvisioned=False` reason (and Warning event reason) of an error that
+    /// stopped a reconcile outside a provisioning step. Never `VMProvisionFailed`, which marks
+    /// terminal step failures.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Proxmox { .. } => PROXMOX_API_ERROR_REASON,
+            Self::Kube { .. } => KUBERNETES_API_ERROR_REASON,
+            Self::Credentials(c) => c.reason(),
+            Self::Ipam(_) => api::WAITING_FOR_STATIC_IP_ALLOCATION_REASON,
+            Self::Bootstrap(_) => api::WAITING_FOR_BOOTSTRAP_DATA_RECONCILIATION_REASON,
+            Self::Invalid(_) => INVALID_CONFIGURATION_REASON,
         }
     }
 

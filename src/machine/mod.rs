@@ -82,3 +82,21 @@ pub fn until(at: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Optio
     let left = at.0.duration_since(k8s_openapi::jiff::Timestamp::now());
     Duration::try_from(left).ok().filter(|d| !d.is_zero())
 }
+
+/// Sets `VirtualMachineProvisioned=False` with `reason`/`message` and the `Ready` summary.
+pub fn set_failure_condition(pm: &mut capmox_api::v1alpha2::ProxmoxMachine, reason: &str, message: String) {
+    use crate::conditions::{self, Desired};
+    use capmox_api::v1alpha2 as api;
+    let generation = pm.metadata.generation;
+    let status = pm.status.get_or_insert_with(Default::default);
+    let list = status.conditions.get_or_insert_with(Vec::new);
+    let now = now();
+    conditions::set(
+        list,
+        &Desired::falsy(api::VIRTUAL_MACHINE_PROVISIONED_CONDITION, reason, message),
+        generation,
+        &now,
+    );
+    let ready = conditions::ready_summary(list, &[api::VIRTUAL_MACHINE_PROVISIONED_CONDITION]);
+    conditions::set(list, &ready, generation, &now);
+}

@@ -69,10 +69,20 @@ impl Harness {
     /// Starts everything; `capi_v1beta1_only` installs a CAPI v1.10 Cluster CRD (v1beta1 only)
     /// instead of the v1.12 one.
     pub async fn start_opts(global: bool, capi_v1beta1_only: bool) -> Self {
+        Self::start_full(global, capi_v1beta1_only, IpamPoolCrd::V1_0).await
+    }
+
+    /// Starts everything with the given in-cluster IPAM pool CRD.
+    pub async fn start_with_ipam(ipam: IpamPoolCrd) -> Self {
+        Self::start_full(false, false, ipam).await
+    }
+
+    async fn start_full(global: bool, capi_v1beta1_only: bool, ipam: IpamPoolCrd) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let env = TestEnv::start().await.expect("control plane starts");
         let client = env.client();
         install_crds(&env, capi_v1beta1_only).await;
+        env.install_crds(vec![ipam.crd()]).await.unwrap();
         let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
         Api::<Namespace>::all(client.clone())
             .create(&PostParams::default(), &ns)
@@ -282,8 +292,8 @@ pub fn spec(secret: Option<&str>) -> serde_json::Value {
 #[allow(unused_imports)]
 pub use testenv::wait_for;
 
-/// Installs our CRDs, the CAPI Cluster CRD and the in-cluster IPAM pool CRD (from
-/// `../shared/compat` when present, otherwise generated from our own small types).
+/// Installs our CRDs and the CAPI Cluster CRD (from `../shared/compat` when present, otherwise
+/// generated from our own small types).
 async fn install_crds(env: &TestEnv, capi_v1beta1_only: bool) {
     env.install_crds(capmox_api::crd::all().unwrap()).await.unwrap();
     let shared = shared_dir();
@@ -305,12 +315,54 @@ async fn install_crds(env: &TestEnv, capi_v1beta1_only: bool) {
             .await
             .unwrap();
     }
-    let pools = shared.join("compat/ipam-in-cluster/ipam.cluster.x-k8s.io_inclusterippools.yaml");
-    if pools.exists() {
-        env.install_crds_from_path(&pools).await.unwrap();
-    } else {
-        env.install_crds(vec![capmox_api::capi::in_cluster_ip_pool_crd()])
-            .await
-            .unwrap();
+}
+
+/// Which `inclusterippools.ipam.cluster.x-k8s.io` CRD a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpamPoolCrd {
+    /// In-cluster IPAM provider v1.0: no `spec.addressReuseGracePeriodSeconds`.
+    V1_0,
+    /// In-cluster IPAM provider v1.1: declares `spec.addressReuseGracePeriodSeconds`.
+    V1_1,
+    /// A broken CRD whose `spec` lacks `gateway`: every pool apply is refused by the server.
+    WithoutGateway,
+}
+
+impl IpamPoolCrd {
+    /// The CRD: the in-cluster IPAM CRD from `../shared/compat` (v1.0) when present, otherwise
+    /// the one generated from our own types, with `spec` adjusted to the variant.
+    pub fn crd(
+        self,
+    ) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+        let path = shared_dir().join("compat/ipam-in-cluster/ipam.cluster.x-k8s.io_inclusterippools.yaml");
+        let base = if path.exists() {
+            testenv::crds::read_crds(&path).unwrap().remove(0)
+        } else {
+            capmox_api::capi::in_cluster_ip_pool_crd()
+        };
+        let mut v = serde_json::to_value(&base).unwrap();
+        for version in v["spec"]["versions"].as_array_mut().unwrap() {
+            if version["name"] != "v1alpha2" {
+                continue;
+            }
+            let props = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+                .as_object_mut()
+                .unwrap();
+            match self {
+                Self::V1_0 => {
+                    props.remove("addressReuseGracePeriodSeconds");
+                }
+                Self::V1_1 => {
+                    props.insert(
+                        "addressReuseGracePeriodSeconds".into(),
+                        json!({"type": "integer", "format": "int64", "minimum": 0}),
+                    );
+                }
+                Self::WithoutGateway => {
+                    props.remove("gateway");
+                }
+            }
+        }
+        serde_json::from_value(v).unwrap()
     }
 }

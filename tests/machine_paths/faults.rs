@@ -425,3 +425,48 @@ async fn node_offline_during_provisioning_is_survived() {
     h.wait_provisioned("off-m", 60).await;
     h.stop().await;
 }
+
+/// An error outside a provisioning step (here: Proxmox failing every look at the VM during
+/// deletion) reaches the object as `VirtualMachineProvisioned=False/DeletionFailed` and a
+/// Warning event; once Proxmox answers again the deletion finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_outside_steps_are_conditions_and_warning_events() {
+    let h = Harness::start().await;
+    h.create_cluster("oe", json!({})).await;
+    h.create_machine("oe", "oe-m", false, cloud_config(), json!({}))
+        .await;
+    h.wait_provisioned("oe-m", 60).await;
+    let st = h.sim.state();
+    let status_current = "GET /nodes/{node}/qemu/{vmid}/status/current";
+    st.set_faults(FaultSpec {
+        endpoints: vec![fault(status_current, 1.0, 500, "injected outage", 0)],
+        ..FaultSpec::default()
+    });
+    h.machines()
+        .delete("oe-m", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    let pm = h.wait_reason("oe-m", "DeletionFailed", 60).await;
+    let c = pm.condition("VirtualMachineProvisioned").unwrap();
+    assert!(c.message.contains("injected outage"), "{c:?}");
+    let events = wait_for(30, "DeletionFailed warning", || async {
+        let e = warnings(&h, "oe-m", "DeletionFailed").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        events[0]
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("injected outage")
+    );
+    st.set_faults(FaultSpec::default());
+    wait_for(60, "machine deleted", || async {
+        h.pms().get_opt("oe-m").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    let (vms, isos, claims) = h.leftovers().await;
+    assert!(vms.is_empty() && isos.is_empty() && claims == 0, "{vms:?} {isos:?} {claims}");
+    h.stop().await;
+}

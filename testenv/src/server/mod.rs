@@ -1,13 +1,19 @@
 //! The in-tree Kubernetes API server: HTTPS on 127.0.0.1, bearer-token authentication.
 
 pub mod admission;
+mod aggregated;
 mod apply;
+mod builtin_schemas;
 mod conversion;
 pub mod crds;
 mod crud;
 mod delete;
 mod discovery;
+mod events;
+mod fieldmgr;
+mod fieldval;
 mod gc;
+mod immutable;
 mod openapi;
 mod patch;
 mod protobuf;
@@ -16,7 +22,7 @@ pub mod selectors;
 pub mod status;
 pub mod store;
 mod table;
-mod warnings;
+mod typemeta;
 mod watch;
 mod webhook_configs;
 mod webhooks;
@@ -52,6 +58,10 @@ pub struct ServerOptions {
     pub garbage_collector: bool,
     /// Listening address (default: a free port on 127.0.0.1).
     pub bind: Option<SocketAddr>,
+    /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK (once the watched collection
+    /// has changed since its watch window started; also 2 s before the watch's timeout), like
+    /// kube-apiserver's watch cache: default one minute.
+    pub bookmark_interval: std::time::Duration,
 }
 
 impl Default for ServerOptions {
@@ -60,6 +70,7 @@ impl Default for ServerOptions {
             event_history: 10_000,
             garbage_collector: false,
             bind: None,
+            bookmark_interval: std::time::Duration::from_secs(60),
         }
     }
 }
@@ -72,6 +83,8 @@ pub struct State {
     token: String,
     /// Listening address.
     pub addr: SocketAddr,
+    /// Interval between watch bookmarks.
+    pub bookmark_interval: std::time::Duration,
 }
 
 impl State {
@@ -158,6 +171,7 @@ pub async fn start(certs: &Certs, token: &str, opts: ServerOptions) -> Result<In
         registry: RwLock::new(Registry::new()),
         token: token.to_string(),
         addr,
+        bookmark_interval: opts.bookmark_interval,
     });
     crud::bootstrap(&state)?;
     webhook_configs::register(&state);

@@ -34,10 +34,14 @@ fn def(plural: &str, kind: &str) -> ResourceDef {
             storage: true,
             status: false,
             schema: None,
+            raw_schema: None,
             columns: Vec::new(),
         }],
         custom: false,
         conversion: Conversion::None,
+        builtin_schema: super::builtin_schemas::schema(GROUP, plural)
+            .and_then(|s| super::admission::compile(&s).ok())
+            .map(Arc::new),
     }
 }
 

@@ -13,7 +13,7 @@
 //!   <message>` with the webhook's code (at least 400), reason and details. A webhook that
 //!   cannot be called (or answers nonsense) fails the request with a 500 under
 //!   `failurePolicy: Fail` and is skipped under `Ignore`.
-//! * `warnings` become `Warning` headers; `dryRun` is passed on.
+//! * `warnings` become `Warning` headers (through the request's warning list); `dryRun` is passed on.
 //!
 //! Not implemented: `reinvocationPolicy: IfNeeded` (mutating webhooks run once),
 //! `matchConditions`, audit annotations, and webhooks for the configurations themselves (the real
@@ -27,10 +27,11 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::crds::{ResourceDef, version_priority};
+use super::fieldval::Warnings;
 use super::routes::ResourceReq;
 use super::status::{ApiError, ApiResult};
 use super::webhook_configs::{MUTATING, VALIDATING, configurations, is_config};
-use super::{State, conversion, crud, warnings};
+use super::{State, conversion, crud};
 
 /// One admission request as the webhooks see it.
 pub struct Attrs<'a> {
@@ -44,28 +45,32 @@ pub struct Attrs<'a> {
     pub operation: &'a str,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// Where the webhooks' warnings go (the response's `Warning` headers).
+    pub warnings: &'a Warnings,
 }
 
 impl<'a> Attrs<'a> {
     /// A create through `version`.
-    pub fn create(def: &'a ResourceDef, version: &'a str, dry_run: bool) -> Self {
+    pub fn create(def: &'a ResourceDef, version: &'a str, dry_run: bool, warnings: &'a Warnings) -> Self {
         Self {
             def,
             version,
             sub: None,
             operation: "CREATE",
             dry_run,
+            warnings,
         }
     }
 
     /// An update (or patch, or apply) of `rr`.
-    pub fn update(rr: &'a ResourceReq) -> Self {
+    pub fn update(rr: &'a ResourceReq, warnings: &'a Warnings) -> Self {
         Self {
             def: rr.def.as_ref(),
             version: &rr.version,
             sub: rr.sub.as_deref(),
             operation: "UPDATE",
             dry_run: rr.dry_run(),
+            warnings,
         }
     }
 }
@@ -410,7 +415,7 @@ async fn invoke(
     match call(hook, &review, &uid, mutating).await {
         Ok(response) => {
             for w in strs(response.get("warnings")) {
-                warnings::add(w);
+                a.warnings.push(w.to_owned());
             }
             if response.get("allowed").and_then(Value::as_bool) != Some(true) {
                 return Err(denial(&name, response.get("status")));
