@@ -12,7 +12,7 @@ RELEASE_VERSION ?= v0.11.0-dev
 IMG ?= ghcr.io/capmox-rs/capmox-rs:$(RELEASE_VERSION)
 OUT ?= out
 
-.PHONY: all build test test-real demo crds crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
+.PHONY: all build test test-real demo crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
 
 all: build
 
@@ -41,6 +41,10 @@ demo:
 ## crds: regenerate config/crd/bases/ from the Rust API types
 crds:
 	$(CARGO) run -q -p capmox-api --bin crdgen -- config/crd/bases
+
+## manifests: regenerate the CRDs and the webhook manifests (config/webhook/, config/crd/patches/)
+manifests: crds
+	$(CARGO) run -q -p capmox-api --bin manifestgen -- config
 
 ## lint: formatting and clippy, warnings are errors
 lint:

@@ -124,10 +124,36 @@ pub struct Cli {
     #[arg(long, default_value = "", value_parser = parse_feature_gates)]
     pub feature_gates: FeatureGates,
 
-    /// Accepted for compatibility; admission webhooks are not served yet.
+    /// Serve the conversion and admission webhooks over HTTPS on every replica (capmox's
+    /// default). `false` serves nothing on the webhook port.
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_value_t = true,
-          default_missing_value = "true")]
+          default_missing_value = "true", value_parser = parse_go_bool)]
     pub enable_webhooks: bool,
+
+    /// Port of the webhook server (HTTPS).
+    #[arg(long, env = "CAPMOX_WEBHOOK_PORT", default_value_t = crate::webhooks::DEFAULT_PORT)]
+    pub webhook_port: u16,
+
+    /// Address the webhook server binds (empty: all interfaces; e.g. `127.0.0.1` when the API
+    /// server runs on the same host).
+    #[arg(long, env = "CAPMOX_WEBHOOK_HOST", default_value = "")]
+    pub webhook_host: String,
+
+    /// Directory holding the webhook serving certificate `tls.crt` and key `tls.key`; they are
+    /// re-read when they change (cert-manager rotation), no restart needed.
+    #[arg(long, env = "CAPMOX_WEBHOOK_CERT_DIR", default_value = crate::webhooks::DEFAULT_CERT_DIR)]
+    pub webhook_cert_dir: std::path::PathBuf,
+
+    /// Minimum TLS version of the webhook server: VersionTLS12 or VersionTLS13.
+    #[arg(long, default_value = "VersionTLS12", value_parser = parse_tls_min_version)]
+    pub tls_min_version: crate::webhooks::TlsVersion,
+
+    /// Comma-separated TLS 1.2 cipher suites of the webhook server, Go/IANA names (e.g.
+    /// TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); empty: rustls' defaults. TLS 1.3 suites are not
+    /// configurable (as in Go); suites rustls lacks (CBC, RC4, 3DES, RSA key exchange) are skipped
+    /// with a warning.
+    #[arg(long, value_delimiter = ',', value_parser = parse_tls_cipher_suite)]
+    pub tls_cipher_suites: Vec<String>,
 
     /// Maximum number of objects of one kind reconciled concurrently.
     #[arg(long, env = "CAPMOX_CONCURRENCY", default_value_t = 1,
@@ -210,6 +236,17 @@ pub fn parse_lenient_bool(s: &str) -> Result<bool, String> {
         "0" | "f" | "false" | "no" | "n" | "off" => Ok(false),
         _ => Err(format!("'{s}' is not a boolean")),
     }
+}
+
+fn parse_tls_min_version(s: &str) -> Result<crate::webhooks::TlsVersion, String> {
+    crate::webhooks::tls::parse_tls_version(s)
+}
+
+fn parse_tls_cipher_suite(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Ok(String::new());
+    }
+    crate::webhooks::tls::parse_cipher_suite(s)
 }
 
 fn parse_secret(s: &str) -> Result<Secret, String> {

@@ -17,3 +17,4 @@ pub mod metrics;
 pub mod packaging;
 pub mod proxmox;
 pub mod telemetry;
+pub mod webhooks;

@@ -1,6 +1,6 @@
 //! The `capmox` binary started with capmox's Deployment arguments against the test control plane
-//! and pve-sim: it becomes ready, leads, serves metrics, keeps secrets out of its logs, and on
-//! SIGTERM stops gracefully (exit 0) and releases the leader Lease.
+//! and pve-sim: it becomes ready, leads, serves metrics and the webhooks, keeps secrets out of
+//! its logs, and on SIGTERM stops gracefully (exit 0) and releases the leader Lease.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
@@ -36,8 +36,12 @@ async fn binary_runs_with_capmox_deployment_args_and_stops_on_sigterm() {
         .await
         .unwrap();
 
-    let (health_port, metrics_port) = (free_port(), free_port());
+    let (health_port, metrics_port, webhook_port) = (free_port(), free_port(), free_port());
     let dir = tempfile::tempdir().unwrap();
+    // The serving certificate where cert-manager's secret is mounted (here: a temp dir).
+    let certs = testenv::certs::generate().unwrap();
+    std::fs::write(dir.path().join("tls.crt"), &certs.serving_pem).unwrap();
+    std::fs::write(dir.path().join("tls.key"), &certs.serving_key_pem).unwrap();
     let log_path = dir.path().join("stderr.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_capmox"))
@@ -52,6 +56,9 @@ async fn binary_runs_with_capmox_deployment_args_and_stops_on_sigterm() {
         // ... then test-local addresses (a repeated flag takes the last value, like Go's flag).
         .arg(format!("--diagnostics-address=127.0.0.1:{metrics_port}"))
         .arg(format!("--health-probe-bind-address=127.0.0.1:{health_port}"))
+        .arg(format!("--webhook-cert-dir={}", dir.path().display()))
+        .arg("--webhook-host=127.0.0.1")
+        .arg(format!("--webhook-port={webhook_port}"))
         .env("KUBECONFIG", env.kubeconfig_path())
         .env("POD_NAMESPACE", "default")
         .env("HOSTNAME", "capmox-test-pod")
@@ -95,6 +102,24 @@ async fn binary_runs_with_capmox_deployment_args_and_stops_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(!ready_body.contains(sim.token_secret()));
+    assert!(ready_body.contains("webhooks: serving"), "{ready_body}");
+    // The webhook server answers over HTTPS with the mounted certificate.
+    let ca = reqwest::Certificate::from_pem(certs.ca_pem.as_bytes()).unwrap();
+    let tls = reqwest::Client::builder()
+        .tls_certs_only([ca])
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let review = tls
+        .post(format!("https://127.0.0.1:{webhook_port}/convert"))
+        .json(&serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "u", "desiredAPIVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "objects": []},
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(review.status(), 200);
     let metrics = http
         .get(format!("http://127.0.0.1:{metrics_port}/metrics"))
         .send()
@@ -161,6 +186,7 @@ async fn binary_exits_non_zero_with_json_logs_when_crds_are_missing() {
             .args([
                 "--log-format=json",
                 "--crd-wait-timeout=1s",
+                "--enable-webhooks=false",
                 "--health-probe-bind-address=0",
                 "--diagnostics-address=0",
             ])

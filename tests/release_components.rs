@@ -1,6 +1,6 @@
 //! The release manifests, judged with the field's own tools where one exists: `kubectl kustomize`
 //! renders `config/` with capmox's object names, the Deployment's arguments are accepted by the
-//! manager's CLI, the webhook branch's files slot in with the documented edit, `make release`'s
+//! manager's CLI, the webhook Service, configurations and CRD conversion are wired in, `make release`'s
 //! folder (components with the image stamped, metadata, templates, the CAPI-operator ConfigMap),
 //! metadata.yaml's release series, the templates' variables against capmox's, and the Dockerfile
 //! against `make release-binary`.
@@ -272,48 +272,12 @@ fn deployment_args_and_env_are_the_managers() {
 /// config/default and the patch list in config/crd. Uses the branch's files when they exist,
 /// kubebuilder-style stand-ins otherwise.
 #[test]
-fn webhook_pieces_slot_in_with_the_documented_edit() {
+fn webhooks_are_wired_into_the_components() {
     if !kubectl_present() {
         eprintln!("skipped: kubectl not found on PATH");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config");
-    copy_dir(&repo().join("config"), &config);
-    let plurals = [
-        "proxmoxclusters",
-        "proxmoxclustertemplates",
-        "proxmoxmachines",
-        "proxmoxmachinetemplates",
-    ];
-    // The copy holds the branch's files once they are merged; stand-ins until then.
-    if !config.join("webhook/service.yaml").exists() {
-        write_webhook_stand_ins(&config, &plurals);
-    }
-    let edit = |file: &Path, from: &[&str]| {
-        let text = std::fs::read_to_string(file).unwrap();
-        let edited: String = text
-            .lines()
-            .map(|l| {
-                let t = l.trim_start();
-                if from.iter().any(|f| t.starts_with(f)) {
-                    let indent = &l[..l.len() - t.len()];
-                    format!("{indent}{}\n", t.trim_start_matches("# "))
-                } else {
-                    format!("{l}\n")
-                }
-            })
-            .collect();
-        std::fs::write(file, edited).unwrap();
-    };
-    edit(&config.join("default/kustomization.yaml"), &["# - ../webhook"]);
-    let crd_k = config.join("crd/kustomization.yaml");
-    let text = std::fs::read_to_string(&crd_k).unwrap();
-    let text = text
-        .replace("# patches:\n", "patches:\n")
-        .replace("#   - path: patches/", "  - path: patches/");
-    std::fs::write(&crd_k, text).unwrap();
-
+    let config = repo().join("config");
     let docs = documents(&kustomize(&config.join("default")));
     let service = find(&docs, "Service", "capmox-webhook-service");
     assert_eq!(service["spec"]["ports"][0]["port"], 443);
@@ -360,59 +324,6 @@ fn webhook_pieces_slot_in_with_the_documented_edit() {
         cert["spec"]["dnsNames"][0],
         "capmox-webhook-service.capmox-system.svc"
     );
-}
-
-fn write_webhook_stand_ins(config: &Path, plurals: &[&str]) {
-    let w = config.join("webhook");
-    std::fs::create_dir_all(&w).unwrap();
-    std::fs::write(
-        w.join("kustomization.yaml"),
-        "resources:\n  - manifests.yaml\n  - service.yaml\nconfigurations:\n  - kustomizeconfig.yaml\n",
-    )
-    .unwrap();
-    std::fs::write(
-        w.join("kustomizeconfig.yaml"),
-        "nameReference:\n  - kind: Service\n    version: v1\n    fieldSpecs:\n      - kind: MutatingWebhookConfiguration\n        group: admissionregistration.k8s.io\n        path: webhooks/clientConfig/service/name\n      - kind: ValidatingWebhookConfiguration\n        group: admissionregistration.k8s.io\n        path: webhooks/clientConfig/service/name\nnamespace:\n  - kind: MutatingWebhookConfiguration\n    group: admissionregistration.k8s.io\n    path: webhooks/clientConfig/service/namespace\n    create: true\n  - kind: ValidatingWebhookConfiguration\n    group: admissionregistration.k8s.io\n    path: webhooks/clientConfig/service/namespace\n    create: true\n",
-    )
-    .unwrap();
-    let hook = |kind: &str, name: &str, path: &str| {
-        format!(
-            "---\napiVersion: admissionregistration.k8s.io/v1\nkind: {kind}\nmetadata:\n  name: {name}\nwebhooks:\n  - name: x.proxmoxmachine.infrastructure.cluster.x-k8s.io\n    admissionReviewVersions: [v1]\n    sideEffects: None\n    clientConfig:\n      service:\n        name: webhook-service\n        namespace: system\n        path: {path}\n    rules:\n      - apiGroups: [infrastructure.cluster.x-k8s.io]\n        apiVersions: [v1alpha2]\n        operations: [CREATE, UPDATE]\n        resources: [proxmoxmachines]\n"
-        )
-    };
-    std::fs::write(
-        w.join("manifests.yaml"),
-        hook(
-            "MutatingWebhookConfiguration",
-            "mutating-webhook-configuration",
-            "/mutate",
-        ) + &hook(
-            "ValidatingWebhookConfiguration",
-            "validating-webhook-configuration",
-            "/validate",
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        w.join("service.yaml"),
-        "apiVersion: v1\nkind: Service\nmetadata:\n  name: webhook-service\n  namespace: system\nspec:\n  ports:\n    - port: 443\n      protocol: TCP\n      targetPort: 9443\n  selector:\n    control-plane: controller-manager\n",
-    )
-    .unwrap();
-    let p = config.join("crd/patches");
-    std::fs::create_dir_all(&p).unwrap();
-    for plural in plurals {
-        let name = format!("{plural}.infrastructure.cluster.x-k8s.io");
-        std::fs::write(
-            p.join(format!("webhook_in_{plural}.yaml")),
-            format!("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: {name}\nspec:\n  conversion:\n    strategy: Webhook\n    webhook:\n      clientConfig:\n        service:\n          namespace: system\n          name: webhook-service\n          path: /convert\n      conversionReviewVersions:\n        - v1\n"),
-        )
-        .unwrap();
-        std::fs::write(
-            p.join(format!("cainjection_in_{plural}.yaml")),
-            format!("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: {name}\n  annotations:\n    cert-manager.io/inject-ca-from: CERTIFICATE_NAMESPACE/CERTIFICATE_NAME\n"),
-        )
-        .unwrap();
-    }
 }
 
 #[test]

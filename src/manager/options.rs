@@ -8,6 +8,7 @@ use crate::cli::{Cli, FeatureGates, parse_bind_address};
 use crate::context::ControllerSettings;
 use crate::leader::{LeaderConfig, Timing, default_namespace};
 use crate::proxmox;
+use crate::webhooks::{TlsSettings, WebhookOptions};
 
 /// Everything the manager needs besides the Kubernetes client.
 #[derive(Debug, Clone)]
@@ -26,6 +27,8 @@ pub struct ManagerOptions {
     pub crd_wait_timeout: Duration,
     /// Parsed feature gates (logged; `ClusterTopology` is recorded).
     pub feature_gates: FeatureGates,
+    /// The webhook server (`None`: webhooks disabled, nothing listens on the webhook port).
+    pub webhooks: Option<WebhookOptions>,
 }
 
 impl Default for ManagerOptions {
@@ -42,6 +45,7 @@ impl Default for ManagerOptions {
             proxmox: None,
             crd_wait_timeout: Duration::from_secs(120),
             feature_gates: FeatureGates::default(),
+            webhooks: None,
         }
     }
 }
@@ -70,9 +74,12 @@ pub fn options_from_cli(cli: &Cli) -> Result<ManagerOptions, ManagerError> {
             "metrics are served over plain HTTP without authentication (--insecure-diagnostics=false is accepted for compatibility); restrict access with a NetworkPolicy"
         );
     }
-    if cli.enable_webhooks {
-        tracing::info!("--enable-webhooks: admission webhooks are not served by this version");
-    }
+    let webhooks = if cli.enable_webhooks {
+        Some(webhook_options(cli)?)
+    } else {
+        tracing::info!("--enable-webhooks=false: no conversion or admission webhooks are served");
+        None
+    };
     Ok(ManagerOptions {
         settings: ControllerSettings {
             namespace: cli.namespace.clone().filter(|n| !n.is_empty()),
@@ -90,7 +97,35 @@ pub fn options_from_cli(cli: &Cli) -> Result<ManagerOptions, ManagerError> {
         proxmox: global_proxmox_config(cli)?,
         crd_wait_timeout: cli.crd_wait_timeout,
         feature_gates: cli.feature_gates.clone(),
+        webhooks,
     })
+}
+
+/// The webhook server options from `--webhook-*` and `--tls-*` (checks the TLS settings).
+pub fn webhook_options(cli: &Cli) -> Result<WebhookOptions, ManagerError> {
+    let host = cli.webhook_host.trim();
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    let addr = parse_bind_address(&format!("{host}:{}", cli.webhook_port))
+        .map_err(|e| ManagerError::Config(format!("--webhook-host/--webhook-port: {e}")))?
+        .ok_or_else(|| ManagerError::Config("--webhook-host/--webhook-port: no address".into()))?;
+    let tls = TlsSettings {
+        min_version: cli.tls_min_version,
+        cipher_suites: cli
+            .tls_cipher_suites
+            .iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect(),
+    };
+    tls.provider()
+        .map_err(|e| ManagerError::Config(format!("--tls-cipher-suites: {e}")))?;
+    let mut opts = WebhookOptions::new(addr, cli.webhook_cert_dir.clone());
+    opts.tls = tls;
+    Ok(opts)
 }
 
 /// The global Proxmox client configuration when URL and credentials are all set (token wins

@@ -15,7 +15,9 @@ use super::routes::ResourceReq;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult, qualified};
 use super::store::{StoreError, rv_of};
-use super::{Body, State, conversion, events, immutable, json_response, table, typemeta};
+use super::{
+    Body, State, conversion, events, immutable, json_response, table, typemeta, webhook_configs, webhooks,
+};
 use crate::Error;
 
 const NAMESPACES: (&str, &str) = ("", "namespaces");
@@ -202,6 +204,8 @@ fn admit(
         if obj.get("type").is_none() {
             obj["type"] = json!("Opaque");
         }
+    } else if webhook_configs::is_config(def) {
+        webhook_configs::admit(def, obj).map_err(|errs| invalid(def, &name, &errs))?;
     } else if def.plural == "namespaces" && def.group.is_empty() {
         let deleting = !meta_str(obj, "deletionTimestamp").is_empty();
         obj["status"] = json!({"phase": if deleting { "Terminating" } else { "Active" }});
@@ -313,6 +317,8 @@ pub async fn create_object(
     {
         o.remove("status");
     }
+    let attrs = webhooks::Attrs::create(def, version, dry_run, dec.warnings);
+    obj = webhooks::mutate(st, &attrs, obj, None).await?;
     admit(st, def, version, &mut obj, None, dec)?;
     let actor = Actor {
         ownership: owner,
@@ -330,6 +336,7 @@ pub async fn create_object(
         Vec::new(),
         &now(),
     );
+    webhooks::validate(st, &attrs, &obj, None).await?;
     let storage = conversion::convert(def, obj.clone(), &def.storage_api_version()).await?;
     if dry_run {
         return Ok(obj);
@@ -466,6 +473,8 @@ where
         let stored_rv = rv_of(&stored);
         let old = to_version(st, def, stored, &rr.version).await?;
         let wanted = mutate(&old)?;
+        let attrs = webhooks::Attrs::update(rr, dec.warnings);
+        let wanted = webhooks::mutate(st, &attrs, wanted, Some(&old)).await?;
         let sent_fields = match (owner, wanted.pointer("/metadata/managedFields")) {
             (Ownership::Update { .. }, Some(Value::Array(a))) if !a.is_empty() && rr.sub.is_none() => {
                 Some(json!({"metadata": {"managedFields": a}}))
@@ -499,6 +508,7 @@ where
         }
         let base = fieldmgr::decode(sent_fields.as_ref().unwrap_or(&old));
         fieldmgr::record(&schema, def, &rr.version, &actor, &old, &mut new, base, &now());
+        webhooks::validate(st, &attrs, &new, Some(&old)).await?;
         if rr.dry_run() {
             return Ok(new);
         }

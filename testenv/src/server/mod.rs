@@ -24,6 +24,8 @@ pub mod store;
 mod table;
 mod typemeta;
 mod watch;
+mod webhook_configs;
+mod webhooks;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -172,6 +174,7 @@ pub async fn start(certs: &Certs, token: &str, opts: ServerOptions) -> Result<In
         bookmark_interval: opts.bookmark_interval,
     });
     crud::bootstrap(&state)?;
+    webhook_configs::register(&state);
     let (shutdown, mut stop_rx) = tokio_watch::channel(false);
     if opts.garbage_collector {
         gc::spawn(state.clone(), shutdown.subscribe());
