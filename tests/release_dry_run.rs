@@ -46,6 +46,9 @@ impl Judge {
                 "--server-side",
                 "--dry-run=server",
                 "--field-manager=release-test",
+                // The test installed our CRDs itself (another field manager, no conversion
+                // webhook); the released ones take them over, as an install over them would.
+                "--force-conflicts",
                 "-f",
                 "-",
             ],

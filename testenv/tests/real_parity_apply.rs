@@ -489,3 +489,55 @@ async fn apply_judges_conflicts_on_the_defaulted_object() {
     assert!(msg(&blue).contains("conflict with \"creator\""), "{}", msg(&blue));
     assert!(msg(&blue).contains(".spec.color"), "{}", msg(&blue));
 }
+
+/// A CRD gets kube-apiserver's defaults (conversion strategy `None`, `names.singular`,
+/// `names.listKind`), owned by its creator: applying another conversion strategy without force
+/// conflicts with the creator, with force it succeeds.
+#[tokio::test]
+async fn crd_defaults_are_owned_by_the_creator() {
+    let env = env().await;
+    let c = env.client();
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("things.{GROUP}")},
+        "spec": {"group": GROUP, "scope": "Namespaced", "names": {"plural": "things", "kind": "Thing"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    });
+    let base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let created = send(
+        &c,
+        "POST",
+        &format!("{base}?fieldManager=creator"),
+        "application/json",
+        Some(&crd),
+        &[],
+    )
+    .await;
+    assert_eq!(created.code, 201, "{:?}", created.body);
+    let spec = &created.body["spec"];
+    assert_eq!(spec["conversion"], json!({"strategy": "None"}));
+    assert_eq!(spec["names"]["singular"], "thing");
+    assert_eq!(spec["names"]["listKind"], "ThingList");
+
+    let mut webhook = crd.clone();
+    webhook["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"url": "https://127.0.0.1:1/convert"}}});
+    let at = format!("{base}/things.{GROUP}?fieldManager=applier");
+    let r = send(&c, "PATCH", &at, APPLY, Some(&webhook), &[]).await;
+    assert_eq!(r.code, 409, "{:?}", r.body);
+    assert!(msg(&r).contains("conflict with \"creator\""), "{}", msg(&r));
+    assert!(msg(&r).contains(".spec.conversion.strategy"), "{}", msg(&r));
+    let forced = send(
+        &c,
+        "PATCH",
+        &format!("{at}&force=true"),
+        APPLY,
+        Some(&webhook),
+        &[],
+    )
+    .await;
+    assert_eq!(forced.code, 200, "{:?}", forced.body);
+    assert_eq!(forced.body["spec"]["conversion"]["strategy"], "Webhook");
+}

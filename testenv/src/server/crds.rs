@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use base64::Engine;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::admission::{self, FieldErr, VersionSchema};
 
@@ -319,6 +319,43 @@ fn ferr(field: &str, reason: &str, message: String) -> FieldErr {
         field: field.into(),
         reason: reason.into(),
         message,
+    }
+}
+
+/// The defaults kube-apiserver fills into a CRD (apiextensions v1 `SetDefaults_*`): conversion
+/// strategy `None`, `names.singular` (lower-case kind) and `names.listKind` (`<Kind>List`), and
+/// port 443 of a conversion webhook service. Applied before field ownership is recorded, so the
+/// writer owns them as on the real server.
+pub fn set_defaults(crd: &mut Value) {
+    let Some(spec) = crd.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let conversion = spec.entry("conversion").or_insert_with(|| json!({}));
+    if let Some(c) = conversion.as_object_mut() {
+        c.entry("strategy").or_insert_with(|| json!("None"));
+        if let Some(svc) = c
+            .get_mut("webhook")
+            .and_then(|w| w.get_mut("clientConfig"))
+            .and_then(|cc| cc.get_mut("service"))
+            .and_then(Value::as_object_mut)
+        {
+            svc.entry("port").or_insert_with(|| json!(443));
+        }
+    }
+    if let Some(names) = spec.get_mut("names").and_then(Value::as_object_mut) {
+        let kind = names
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if !kind.is_empty() {
+            names
+                .entry("singular")
+                .or_insert_with(|| json!(kind.to_lowercase()));
+            names
+                .entry("listKind")
+                .or_insert_with(|| json!(format!("{kind}List")));
+        }
     }
 }
 

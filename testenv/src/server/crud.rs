@@ -155,6 +155,7 @@ fn admit(
             }
         }
     } else if def.plural == "customresourcedefinitions" {
+        crds::set_defaults(obj);
         let parsed = crds::from_crd(obj).map_err(|errs| invalid(def, &name, &errs))?;
         if let Some(existing) = st
             .registry()
