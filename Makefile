@@ -6,13 +6,15 @@ export CARGO_TERM_COLOR ?= never
 
 # The real kube-apiserver + etcd (envtest layout) for `make test-real`.
 ENVTEST_SETUP ?= ../shared/tools/envtest/setup.sh
+# The real Cluster API core managers (v1.13.4, v1.10.2) for `make e2e`.
+CAPI_SETUP ?= ../shared/tools/capi/setup.sh
 
 # Release: the version (its series must be in metadata.yaml) and the image the components run.
 RELEASE_VERSION ?= v0.11.0-dev
 IMG ?= ghcr.io/capmox-rs/capmox-rs:$(RELEASE_VERSION)
 OUT ?= out
 
-.PHONY: all build test test-real demo crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
+.PHONY: all build test test-real e2e demo crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
 
 all: build
 
@@ -32,6 +34,19 @@ test-real:
 	else \
 	  assets=$$($(ENVTEST_SETUP)) && echo "test-real: KUBEBUILDER_ASSETS=$$assets" && \
 	  KUBEBUILDER_ASSETS=$$assets $(CARGO) test --workspace --all-targets --no-fail-fast; \
+	fi
+
+## e2e: end to end with the real CAPI core managers v1.13.4 and v1.10.2, the real kube-apiserver,
+## pve-sim and the capmox binary (tests/e2e_capi.rs; about two minutes once built)
+e2e:
+	@missing=""; \
+	[ -x "$(ENVTEST_SETUP)" ] || missing="$(ENVTEST_SETUP)"; \
+	[ -x "$(CAPI_SETUP)" ] || missing="$$missing $(CAPI_SETUP)"; \
+	if [ -n "$$missing" ]; then \
+	  echo "e2e: skipped: $$missing not found (the real kube-apiserver and CAPI core managers of ../shared/tools)"; \
+	else \
+	  assets=$$($(ENVTEST_SETUP)) && echo "e2e: KUBEBUILDER_ASSETS=$$assets" && \
+	  KUBEBUILDER_ASSETS=$$assets $(CARGO) test -p capmox --test e2e_capi -- --ignored --nocapture --test-threads=1; \
 	fi
 
 ## demo: pve-sim + in-tree control plane + manager: a 1+2 machine cluster comes up and is torn down

@@ -25,6 +25,7 @@ use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
+use super::decoded::{self, Decoded};
 use crate::cluster::pool_schema::PoolFieldSupport;
 use crate::cluster::{self, ClusterError, FIELD_MANAGER, readiness};
 use crate::context::Context;
@@ -111,7 +112,10 @@ impl ClusterCtx {
     }
 }
 
-fn key(pc: &ProxmoxCluster) -> String {
+/// A watched ProxmoxCluster (see [`decoded`]: one that cannot be read does not stop the others).
+type Watched = Decoded<ProxmoxCluster>;
+
+fn key<K: kube::Resource>(pc: &K) -> String {
     format!("{}/{}", pc.namespace().unwrap_or_default(), pc.name_any())
 }
 
@@ -125,7 +129,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         None => (c, None),
     };
     let (c, scope) = scoped(client.clone());
-    let pcs: Api<ProxmoxCluster> = match &scope {
+    let pcs: Api<Watched> = match &scope {
         Some(ns) => Api::namespaced(c.clone(), ns),
         None => Api::all(c.clone()),
     };
@@ -201,7 +205,7 @@ async fn cluster_api_resource(client: &kube::Client) -> ApiResource {
 
 /// Cluster → its ProxmoxCluster: by `spec.infrastructureRef` (v1beta2 `apiGroup` or v1beta1
 /// `apiVersion`) and by ProxmoxClusters whose owner is this Cluster.
-fn cluster_to_pcs(c: &DynamicObject, store: &Store<ProxmoxCluster>) -> Vec<ObjectRef<ProxmoxCluster>> {
+fn cluster_to_pcs(c: &DynamicObject, store: &Store<Watched>) -> Vec<ObjectRef<Watched>> {
     let ns = c.namespace().unwrap_or_default();
     let mut out = Vec::new();
     if let Some(r) = c.data.pointer("/spec/infrastructureRef") {
@@ -218,7 +222,7 @@ fn cluster_to_pcs(c: &DynamicObject, store: &Store<ProxmoxCluster>) -> Vec<Objec
     let name = c.name_any();
     for pc in store.state() {
         if pc.namespace().as_deref() == Some(ns.as_str())
-            && cluster::owner::owner_ref(&pc.metadata).is_some_and(|(_, n)| n == name)
+            && cluster::owner::owner_ref(pc.meta()).is_some_and(|(_, n)| n == name)
         {
             out.push(ObjectRef::from_obj(pc.as_ref()));
         }
@@ -228,10 +232,7 @@ fn cluster_to_pcs(c: &DynamicObject, store: &Store<ProxmoxCluster>) -> Vec<Objec
 
 /// ProxmoxMachine → the ProxmoxCluster(s) of its `cluster.x-k8s.io/cluster-name` (a deletion
 /// waiting for machines continues as soon as the last one is gone).
-fn machine_to_pcs(
-    m: &PartialObjectMeta<ProxmoxMachine>,
-    store: &Store<ProxmoxCluster>,
-) -> Vec<ObjectRef<ProxmoxCluster>> {
+fn machine_to_pcs(m: &PartialObjectMeta<ProxmoxMachine>, store: &Store<Watched>) -> Vec<ObjectRef<Watched>> {
     let Some(cluster_name) = m.labels().get(CLUSTER_NAME_LABEL) else {
         return Vec::new();
     };
@@ -239,28 +240,40 @@ fn machine_to_pcs(
     store
         .state()
         .into_iter()
-        .filter(|pc| pc.namespace() == ns && cluster::cluster_name(pc, None) == *cluster_name)
+        .filter(|pc| {
+            pc.namespace() == ns
+                && pc
+                    .ok()
+                    .is_some_and(|pc| cluster::cluster_name(pc, None) == *cluster_name)
+        })
         .map(|pc| ObjectRef::from_obj(pc.as_ref()))
         .collect()
 }
 
 /// Secret → the ProxmoxClusters referencing it (a created or rotated Secret is picked up at once).
-fn secret_to_pcs(
-    s: &PartialObjectMeta<Secret>,
-    store: &Store<ProxmoxCluster>,
-) -> Vec<ObjectRef<ProxmoxCluster>> {
+fn secret_to_pcs(s: &PartialObjectMeta<Secret>, store: &Store<Watched>) -> Vec<ObjectRef<Watched>> {
     let key = (s.namespace().unwrap_or_default(), s.name_any());
     store
         .state()
         .into_iter()
-        .filter(|pc| cluster::secret_key(pc).as_ref() == Some(&key))
+        .filter(|pc| {
+            pc.ok()
+                .is_some_and(|pc| cluster::secret_key(pc).as_ref() == Some(&key))
+        })
         .map(|pc| ObjectRef::from_obj(pc.as_ref()))
         .collect()
 }
 
 /// One reconcile; every error is also published as a Warning event on the object (its status
 /// already carries the failed step's reason, see [`cluster::record_failure`]).
-async fn reconcile(pc: Arc<ProxmoxCluster>, cc: Arc<ClusterCtx>) -> Result<Action, ClusterError> {
+async fn reconcile(watched: Arc<Watched>, cc: Arc<ClusterCtx>) -> Result<Action, ClusterError> {
+    let pc = match watched.as_ref() {
+        Decoded::Ok(pc) => pc.clone(),
+        Decoded::Unreadable(u) => {
+            decoded::report(&cc.recorder, &watched, u).await;
+            return Ok(Action::await_change());
+        }
+    };
     let result = reconcile_inner(&pc, &cc).await;
     if let Err(e) = &result {
         publish(
@@ -392,11 +405,13 @@ async fn publish(recorder: &Recorder, pc: &ProxmoxCluster, t: readiness::Transit
     }
 }
 
-fn error_policy(pc: Arc<ProxmoxCluster>, err: &ClusterError, cc: Arc<ClusterCtx>) -> Action {
+fn error_policy(pc: Arc<Watched>, err: &ClusterError, cc: Arc<ClusterCtx>) -> Action {
     let s = &cc.ctx.settings.cluster;
     cc.ctx.metrics.reconcile_error(CONTROLLER, err.reason());
-    let delay = cc.backoff.next_jittered(&key(&pc), s.backoff_base, s.backoff_cap);
-    tracing::warn!(object = %key(&pc), error = %err, retry_in = ?delay, "proxmoxcluster reconcile failed");
+    let delay = cc
+        .backoff
+        .next_jittered(&key(pc.as_ref()), s.backoff_base, s.backoff_cap);
+    tracing::warn!(object = %key(pc.as_ref()), error = %err, retry_in = ?delay, "proxmoxcluster reconcile failed");
     Action::requeue(delay)
 }
 
@@ -425,7 +440,7 @@ mod tests {
     #[test]
     fn cluster_maps_through_either_ref_shape() {
         let (store, _w) = {
-            let (r, w) = kube::runtime::reflector::store::<ProxmoxCluster>();
+            let (r, w) = kube::runtime::reflector::store::<Watched>();
             (r, w)
         };
         let mut c = DynamicObject::new(

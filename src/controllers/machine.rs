@@ -26,6 +26,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::cluster::Backoff;
+use super::decoded::{self, Decoded};
 use crate::cluster;
 use crate::conditions;
 use crate::context::Context;
@@ -55,7 +56,10 @@ struct MachineCtx {
     ipam_version: IpamApiVersion,
 }
 
-fn key(pm: &ProxmoxMachine) -> String {
+/// A watched ProxmoxMachine (see [`decoded`]: one that cannot be read does not stop the others).
+type Watched = Decoded<ProxmoxMachine>;
+
+fn key<K: Resource>(pm: &K) -> String {
     format!("{}/{}", pm.namespace().unwrap_or_default(), pm.name_any())
 }
 
@@ -116,8 +120,8 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let claim_ar = resource(IPAM_GROUP, ipam, "IPAddressClaim", "ipaddressclaims");
     let address_ar = resource(IPAM_GROUP, ipam, "IPAddress", "ipaddresses");
 
-    let pms: Api<ProxmoxMachine> = api_for(&client, &ns);
-    let pcs: Api<ProxmoxCluster> = api_for(&client, &ns);
+    let pms: Api<Watched> = api_for(&client, &ns);
+    let pcs: Api<Decoded<ProxmoxCluster>> = api_for(&client, &ns);
     let secrets: Api<PartialObjectMeta<Secret>> = api_for(&client, &ns);
 
     let stop = super::shutdown_signal(shutdown);
@@ -146,9 +150,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             wc.clone(),
             address_to_pm,
         )
-        .watches(pcs, wc.clone(), move |pc| {
-            let cluster = cluster::cluster_name(&pc, None);
-            by_cluster(&s1, pc.namespace(), &cluster)
+        .watches(pcs, wc.clone(), move |pc| match pc.ok() {
+            Some(pc) => by_cluster(&s1, pc.namespace(), &cluster::cluster_name(pc, None)),
+            None => Vec::new(),
         })
         .watches_with(dyn_api(&cluster_ar), cluster_ar.clone(), wc.clone(), move |c| {
             by_cluster(&s2, c.namespace(), &c.name_any())
@@ -175,7 +179,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
 }
 
 /// Machine → its ProxmoxMachine via `spec.infrastructureRef`.
-fn machine_to_pm(m: &DynamicObject) -> Option<ObjectRef<ProxmoxMachine>> {
+fn machine_to_pm(m: &DynamicObject) -> Option<ObjectRef<Watched>> {
     let view = MachineView::from_dynamic(m);
     let r = view.infrastructure_ref?;
     (r.kind == "ProxmoxMachine" && r.api_group.as_deref().is_none_or(|g| g == GROUP))
@@ -195,17 +199,13 @@ pub fn machine_of_claim(claim: &str) -> Option<&str> {
 }
 
 /// IPAddress → the ProxmoxMachine of its claim.
-fn address_to_pm(a: DynamicObject) -> Option<ObjectRef<ProxmoxMachine>> {
+fn address_to_pm(a: DynamicObject) -> Option<ObjectRef<Watched>> {
     let claim = a.data.pointer("/spec/claimRef/name").and_then(Value::as_str)?;
     let ns = a.namespace()?;
     machine_of_claim(claim).map(|m| ObjectRef::new(m).within(&ns))
 }
 
-fn by_cluster(
-    store: &Store<ProxmoxMachine>,
-    ns: Option<String>,
-    cluster: &str,
-) -> Vec<ObjectRef<ProxmoxMachine>> {
+fn by_cluster(store: &Store<Watched>, ns: Option<String>, cluster: &str) -> Vec<ObjectRef<Watched>> {
     store
         .state()
         .into_iter()
@@ -216,15 +216,11 @@ fn by_cluster(
         .collect()
 }
 
-fn unprovisioned(
-    store: &Store<ProxmoxMachine>,
-    ns: Option<String>,
-    cluster: &str,
-) -> Vec<ObjectRef<ProxmoxMachine>> {
+fn unprovisioned(store: &Store<Watched>, ns: Option<String>, cluster: &str) -> Vec<ObjectRef<Watched>> {
     store
         .state()
         .into_iter()
-        .filter(|pm| !pm.is_provisioned())
+        .filter(|pm| pm.ok().is_some_and(|pm| !pm.is_provisioned()))
         .filter(|pm| {
             pm.namespace() == ns && pm.labels().get(CLUSTER_NAME_LABEL).map(String::as_str) == Some(cluster)
         })
@@ -283,7 +279,14 @@ async fn proxmox_client(ctx: &Context, pc: &ProxmoxCluster) -> Result<Client, Ma
 /// One reconcile. An error that stops it outside a provisioning step (those record their own
 /// reasons) is published as a Warning event and, unless the machine is provisioned, shown as
 /// `VirtualMachineProvisioned=False` with the error's reason (`DeletionFailed` while deleting).
-async fn reconcile(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Result<Action, MachineError> {
+async fn reconcile(watched: Arc<Watched>, mc: Arc<MachineCtx>) -> Result<Action, MachineError> {
+    let cached = match watched.as_ref() {
+        Decoded::Ok(pm) => pm.clone(),
+        Decoded::Unreadable(u) => {
+            decoded::report(&mc.recorder, &watched, u).await;
+            return Ok(Action::await_change());
+        }
+    };
     let result = reconcile_inner(cached.clone(), mc.clone()).await;
     if let Err(e) = &result {
         report_failure(&mc, &cached, e).await;
@@ -325,7 +328,7 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
         .await
         .map_err(MachineError::kube(format!(
             "getting ProxmoxMachine {}",
-            key(&cached)
+            key(cached.as_ref())
         )))?
     else {
         ctx.metrics.remove_machine(&ns, &cached.name_any());
@@ -630,15 +633,15 @@ async fn publish(recorder: &Recorder, pm: &ProxmoxMachine, warning: bool, reason
     }
 }
 
-fn error_policy(pm: Arc<ProxmoxMachine>, err: &MachineError, mc: Arc<MachineCtx>) -> Action {
+fn error_policy(pm: Arc<Watched>, err: &MachineError, mc: Arc<MachineCtx>) -> Action {
     let s = &mc.ctx.settings.machine;
     mc.ctx.metrics.reconcile_error(CONTROLLER, err.class());
     let delay = mc.errors.next_jittered(
-        &key(&pm),
+        &key(pm.as_ref()),
         s.task_poll_initial,
         s.task_poll_max.max(Duration::from_secs(60)),
     );
-    tracing::warn!(object = %key(&pm), error = %err, retry_in = ?delay, "proxmoxmachine reconcile failed");
+    tracing::warn!(object = %key(pm.as_ref()), error = %err, retry_in = ?delay, "proxmoxmachine reconcile failed");
     Action::requeue(delay)
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use capmox_api::consts::CLUSTER_NAME_LABEL;
 use capmox_api::v1alpha2::{self as api, ProxmoxMachine};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 
 use super::error::MachineError;
 use super::locations;
@@ -50,13 +50,16 @@ pub async fn template(
     Ok(source.select(&resources).map_err(|e| e.to_string()))
 }
 
-/// VMIDs recorded on the other ProxmoxMachines of the same cluster.
+/// VMIDs recorded on the other ProxmoxMachines of the same cluster. Read untyped: a sibling our
+/// types cannot read (see `controllers::decoded`) must not stop this machine, and its VMID still
+/// counts.
 async fn recorded_vmids(env: &StepEnv<'_>, pm: &ProxmoxMachine) -> Result<Vec<i64>, MachineError> {
     let ns = pm.namespace().unwrap_or_default();
     let Some(cluster) = pm.labels().get(CLUSTER_NAME_LABEL) else {
         return Ok(Vec::new());
     };
-    let api: Api<ProxmoxMachine> = Api::namespaced(env.kube.clone(), &ns);
+    let ar = ApiResource::erase::<ProxmoxMachine>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(env.kube.clone(), &ns, &ar);
     let lp = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster}"));
     let list = api.list(&lp).await.map_err(MachineError::kube(format!(
         "listing ProxmoxMachines of cluster {ns}/{cluster}"
@@ -65,7 +68,11 @@ async fn recorded_vmids(env: &StepEnv<'_>, pm: &ProxmoxMachine) -> Result<Vec<i6
         .items
         .iter()
         .filter(|m| m.uid() != pm.uid())
-        .filter_map(|m| m.spec.virtual_machine_id)
+        .filter_map(|m| {
+            m.data
+                .pointer("/spec/virtualMachineID")
+                .and_then(serde_json::Value::as_i64)
+        })
         .collect())
 }
 
