@@ -195,6 +195,13 @@ impl ProxmoxClients {
         let label = format!("{}/{}", key.0, key.1);
         let empty = BTreeMap::new();
         let creds = parse_secret_data(&label, secret.data.as_ref().unwrap_or(&empty))?;
+        if creds.insecure {
+            tracing::warn!(
+                secret = %label,
+                url = %creds.url,
+                "TLS certificate verification of this Proxmox client is disabled (the Secret's key `insecure` is absent or true, as capmox reads it); set insecure=false and root_ca to verify the server"
+            );
+        }
         let client =
             Client::with_observer(creds.client_config(), self.observer.clone()).map_err(|source| {
                 CredentialsError::Client {

@@ -414,6 +414,10 @@ impl From<reqwest::Error> for Error {
                 message,
             };
         }
+        // A certificate problem is named first: "connection error" hides what to fix.
+        if let Some(problem) = super::tls::describe_certificate_failure(&e) {
+            message = format!("{problem}; {message}");
+        }
         Error::Network { message, timeout }
     }
 }

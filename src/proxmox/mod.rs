@@ -93,6 +93,11 @@ impl ClientConfig {
         self.tls = TlsVerification::Insecure;
         self
     }
+
+    /// Whether the server certificate is verified (`false` after [`ClientConfig::insecure`]).
+    pub fn verifies_tls(&self) -> bool {
+        !matches!(self.tls, TlsVerification::Insecure)
+    }
 }
 
 /// A request body.
