@@ -172,7 +172,7 @@ pub fn global_proxmox_config(cli: &Cli) -> Result<Option<proxmox::ClientConfig>,
     let mut config = proxmox::ClientConfig::new(url, creds);
     if cli.proxmox_insecure {
         tracing::warn!(
-            url = %config.url,
+            url = %proxmox::path::redact_userinfo(&config.url),
             "TLS certificate verification of the global Proxmox client is disabled (PROXMOX_INSECURE defaults to true, as in capmox); set PROXMOX_INSECURE=false and --proxmox-root-cert-file to verify the server"
         );
         if cli.proxmox_root_cert_file.is_some() {
