@@ -12,6 +12,7 @@ RELEASE_VERSION ?= v0.11.0-dev
 IMG ?= ghcr.io/capmox-rs/capmox-rs:$(RELEASE_VERSION)
 OUT ?= out
 
+.PHONY: fuzz
 .PHONY: all build test test-real demo crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
 
 all: build
@@ -33,6 +34,14 @@ test-real:
 	  assets=$$($(ENVTEST_SETUP)) && echo "test-real: KUBEBUILDER_ASSETS=$$assets" && \
 	  KUBEBUILDER_ASSETS=$$assets $(CARGO) test --workspace --all-targets --no-fail-fast; \
 	fi
+
+## fuzz: the property tests over outside input (Proxmox answers, property strings, UPIDs, webhook
+## reviews, conversion data, bootstrap values, pve-sim's parsers) with FUZZ_CASES cases each
+## (`make test` runs them with a few hundred)
+FUZZ_CASES ?= 10000
+fuzz:
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test -p capmox --test fuzz_proxmox --test fuzz_bootstrap --test fuzz_webhooks
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test -p pve-sim --test fuzz_parsers
 
 ## demo: pve-sim + in-tree control plane + manager: a 1+2 machine cluster comes up and is torn down
 demo:
