@@ -318,6 +318,8 @@ const PERMANENT: &[&str] = &[
     "can't remove",
     "is required",
     "unable to create template",
+    // The node named in the path is not a member of the cluster (PVE proxies by node name).
+    "hostname lookup",
 ];
 
 /// Classifies a message PVE reported on the call or as a task exit status.
@@ -603,6 +605,7 @@ mod tests {
             "unable to remove VM 101 - used in HA resources and purge parameter not set.",
             "can't remove VM 101 - protection mode enabled",
             "you can't convert a template to a template",
+            "hostname lookup 'pve9' failed - failed to get address info for: pve9: Name or service not known",
         ] {
             let e = err(500, Some(msg), "");
             assert!(matches!(e, Error::Rejected { status: 500, .. }), "{msg}: {e:?}");
