@@ -14,7 +14,7 @@ RELEASE_VERSION ?= v0.11.0-dev
 IMG ?= ghcr.io/capmox-rs/capmox-rs:$(RELEASE_VERSION)
 OUT ?= out
 
-.PHONY: all build test test-real e2e demo crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
+.PHONY: all build test test-real e2e fuzz demo crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
 
 all: build
 
@@ -48,6 +48,14 @@ e2e:
 	  assets=$$($(ENVTEST_SETUP)) && echo "e2e: KUBEBUILDER_ASSETS=$$assets" && \
 	  KUBEBUILDER_ASSETS=$$assets $(CARGO) test -p capmox --test e2e_capi -- --ignored --nocapture --test-threads=1; \
 	fi
+
+## fuzz: the property tests over outside input (Proxmox answers, property strings, UPIDs, webhook
+## reviews, conversion data, bootstrap values, pve-sim's parsers) with FUZZ_CASES cases each
+## (`make test` runs them with a few hundred)
+FUZZ_CASES ?= 10000
+fuzz:
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test -p capmox --test fuzz_proxmox --test fuzz_bootstrap --test fuzz_webhooks
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test -p pve-sim --test fuzz_parsers
 
 ## demo: pve-sim + in-tree control plane + manager: a 1+2 machine cluster comes up and is torn down
 demo:

@@ -58,7 +58,9 @@ pub struct Cli {
     #[arg(long, env = "CAPMOX_HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081")]
     pub health_probe_bind_address: String,
 
-    /// Address serving Prometheus metrics at `/metrics` (plain HTTP); `0` disables it.
+    /// Address serving Prometheus metrics at `/metrics`: HTTPS with authentication (TokenReview)
+    /// and authorization (SubjectAccessReview, `get` on `/metrics`) unless
+    /// `--insecure-diagnostics`; `0` disables it.
     #[arg(
         long,
         visible_alias = "metrics-bind-address",
@@ -67,11 +69,20 @@ pub struct Cli {
     )]
     pub diagnostics_address: String,
 
-    /// Accepted for capmox compatibility. capmox-rs always serves metrics over plain HTTP without
-    /// authentication; restrict access with a NetworkPolicy.
+    /// Serve the diagnostics address over plain HTTP without authentication or authorization.
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_value_t = false,
           default_missing_value = "true")]
     pub insecure_diagnostics: bool,
+
+    /// Directory with the diagnostics server's certificate `tls.crt` and key `tls.key` (re-read
+    /// when they change); empty: a self-signed certificate generated at start. Ignored with
+    /// `--insecure-diagnostics`.
+    #[arg(
+        long,
+        visible_alias = "diagnostics-cert-dir",
+        env = "CAPMOX_METRICS_CERT_PATH"
+    )]
+    pub metrics_cert_path: Option<std::path::PathBuf>,
 
     /// Skip TLS verification of the global Proxmox client (env `PROXMOX_INSECURE`, default true like capmox).
     #[arg(long, env = "PROXMOX_INSECURE", action = ArgAction::Set, num_args = 0..=1,
@@ -144,14 +155,15 @@ pub struct Cli {
     #[arg(long, env = "CAPMOX_WEBHOOK_CERT_DIR", default_value = crate::webhooks::DEFAULT_CERT_DIR)]
     pub webhook_cert_dir: std::path::PathBuf,
 
-    /// Minimum TLS version of the webhook server: VersionTLS12 or VersionTLS13.
+    /// Minimum TLS version of the webhook and (secure) diagnostics servers: VersionTLS12 or
+    /// VersionTLS13.
     #[arg(long, default_value = "VersionTLS12", value_parser = parse_tls_min_version)]
     pub tls_min_version: crate::webhooks::TlsVersion,
 
-    /// Comma-separated TLS 1.2 cipher suites of the webhook server, Go/IANA names (e.g.
-    /// TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); empty: rustls' defaults. TLS 1.3 suites are not
-    /// configurable (as in Go); suites rustls lacks (CBC, RC4, 3DES, RSA key exchange) are skipped
-    /// with a warning.
+    /// Comma-separated TLS 1.2 cipher suites of the webhook and (secure) diagnostics servers,
+    /// Go/IANA names (e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); empty: rustls' defaults. TLS 1.3
+    /// suites are not configurable (as in Go); suites rustls lacks (CBC, RC4, 3DES, RSA key
+    /// exchange) are skipped with a warning.
     #[arg(long, value_delimiter = ',', value_parser = parse_tls_cipher_suite)]
     pub tls_cipher_suites: Vec<String>,
 

@@ -1,5 +1,6 @@
-//! HTTP endpoints that run regardless of leadership: health probes (`/healthz`, `/readyz`) and
-//! Prometheus metrics (`/metrics`), both plain HTTP.
+//! HTTP endpoints that run regardless of leadership: health probes (`/healthz`, `/readyz`, plain
+//! HTTP) and Prometheus metrics (`/metrics`; served by [`crate::diagnostics`], over HTTPS with
+//! authentication unless `--insecure-diagnostics`).
 //!
 //! - `/healthz` (liveness) answers 200 while the process runs and its controller tasks are alive;
 //!   it turns 500 once a controller ended unexpectedly or leadership was lost (the manager exits

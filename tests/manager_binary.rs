@@ -1,6 +1,7 @@
 //! The `capmox` binary started with capmox's Deployment arguments against the test control plane
-//! and pve-sim: it becomes ready, leads, serves metrics and the webhooks, keeps secrets out of
-//! its logs, and on SIGTERM stops gracefully (exit 0) and releases the leader Lease.
+//! and pve-sim: it becomes ready, leads, serves metrics (HTTPS, reviewed bearer token) and the
+//! webhooks, keeps secrets out of its logs, and on SIGTERM stops gracefully (exit 0) and
+//! releases the leader Lease.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
@@ -65,6 +66,7 @@ async fn binary_runs_with_capmox_deployment_args_and_stops_on_sigterm() {
         .env("PROXMOX_URL", sim.url())
         .env("PROXMOX_TOKEN", sim.token_id())
         .env("PROXMOX_SECRET", sim.token_secret())
+        .env_remove("PROXMOX_INSECURE")
         .env_remove("RUST_LOG")
         .stdout(Stdio::null())
         .stderr(log)
@@ -120,8 +122,22 @@ async fn binary_runs_with_capmox_deployment_args_and_stops_on_sigterm() {
         .await
         .unwrap();
     assert_eq!(review.status(), 200);
-    let metrics = http
-        .get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+    // `--insecure-diagnostics=false` (capmox's default): HTTPS with a self-signed certificate,
+    // a bearer token reviewed by the API server; anonymous callers are turned away.
+    let diagnostics = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let anonymous = diagnostics
+        .get(format!("https://127.0.0.1:{metrics_port}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let metrics = diagnostics
+        .get(format!("https://127.0.0.1:{metrics_port}/metrics"))
+        .bearer_auth(env.admin_token())
         .send()
         .await
         .unwrap()
@@ -129,6 +145,11 @@ async fn binary_runs_with_capmox_deployment_args_and_stops_on_sigterm() {
         .await
         .unwrap();
     assert!(metrics.contains("capmox_leader 1"), "{metrics}");
+    // PROXMOX_INSECURE is unset: capmox's default (true) applies, and it is signalled.
+    assert!(
+        metrics.contains("capmox_proxmox_global_tls_insecure 1"),
+        "{metrics}"
+    );
     assert!(
         metrics
             .contains("capmox_proxmox_requests_total{endpoint=\"/version\",method=\"GET\",status=\"200\"}"),
@@ -167,6 +188,10 @@ async fn binary_runs_with_capmox_deployment_args_and_stops_on_sigterm() {
     let logs = std::fs::read_to_string(&log_path).unwrap();
     assert!(exit.success(), "exit {exit}:\n{logs}");
     assert!(logs.contains("SIGTERM received"), "{logs}");
+    assert!(
+        logs.contains("TLS certificate verification of the global Proxmox client is disabled"),
+        "{logs}"
+    );
     assert!(logs.contains("released the leader Lease"), "{logs}");
     assert!(!logs.contains(sim.token_secret()), "secret leaked into the logs");
     let after = leases.get("controller-leader-elect-capmox").await.unwrap();

@@ -84,7 +84,7 @@ fn components_render_with_capmox_names() {
         .collect();
     assert_eq!(
         ports,
-        BTreeMap::from([("healthz", 8081), ("metrics", 8443), ("webhook-server", 9443)])
+        BTreeMap::from([("healthz", 8081), ("https", 8443), ("webhook-server", 9443)])
     );
     assert_eq!(
         c["volumeMounts"][0]["mountPath"],
@@ -124,6 +124,20 @@ fn components_render_with_capmox_names() {
     );
     let metrics = find(&docs, "Service", "capmox-controller-manager-metrics-service");
     assert_eq!(metrics["spec"]["ports"][0]["port"], 8443);
+    // capmox's `https` port, and a container port of that name for it to reach.
+    assert_eq!(metrics["spec"]["ports"][0]["name"], "https");
+    assert_eq!(metrics["spec"]["ports"][0]["targetPort"], "https");
+    // The secured metrics endpoint: the manager may review tokens and access, and scrapers get
+    // capmox's metrics-reader role.
+    let reader = find(&docs, "ClusterRole", "capmox-metrics-reader");
+    assert_eq!(reader["rules"][0]["nonResourceURLs"][0], "/metrics");
+    assert_eq!(reader["rules"][0]["verbs"][0], "get");
+    let role = find(&docs, "ClusterRole", "capmox-manager-role");
+    let role_text = role.to_string();
+    assert!(
+        role_text.contains("tokenreviews") && role_text.contains("subjectaccessreviews"),
+        "{role}"
+    );
     // Every clusterctl variable in the components parses and has a default (credentials are
     // optional at `clusterctl init`).
     let text = kustomize(&repo().join("config/default"));

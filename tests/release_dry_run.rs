@@ -243,7 +243,14 @@ async fn components_templates_and_cluster_classes_are_accepted() {
         monitor[0]["metadata"]["name"],
         "capmox-controller-manager-metrics-monitor"
     );
-    assert_eq!(monitor[0]["spec"]["endpoints"][0]["port"], "metrics");
+    let endpoint = &monitor[0]["spec"]["endpoints"][0];
+    assert_eq!(endpoint["port"], "https");
+    assert_eq!(endpoint["scheme"], "https");
+    assert_eq!(
+        endpoint["bearerTokenFile"],
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    );
+    assert_eq!(endpoint["tlsConfig"]["insecureSkipVerify"], true);
     j.dry_run("config/prometheus", &monitor);
 
     // Every flavor, substituted the way clusterctl does.

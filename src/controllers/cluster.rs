@@ -339,7 +339,10 @@ async fn reconcile_inner(pc: &ProxmoxCluster, cc: &ClusterCtx) -> Result<Action,
     };
     let old = pc.status.clone().unwrap_or_default();
     write_status(ctx, pc, &outcome.status).await?;
-    for t in readiness::transitions(&old, &outcome.status) {
+    for t in readiness::transitions(&old, &outcome.status)
+        .into_iter()
+        .chain(outcome.events)
+    {
         publish(&cc.recorder, pc, t).await;
     }
     if outcome.result.is_ok() {

@@ -116,7 +116,12 @@ pub async fn delete(
             };
             let iso = match (&vm, node) {
                 (VmPresence::Ours(_), _) | (_, None) => None,
-                (_, Some(node)) => iso::find(px, &node, id).await?,
+                (_, Some(node)) => match iso::find(px, &node, id).await {
+                    Ok(found) => found,
+                    // A node the cluster does not have (a `sourceNode` typo) holds no ISO.
+                    Err(_) if observe::node_unknown(px, &node).await => None,
+                    Err(e) => return Err(e),
+                },
             };
             (task, vm, iso)
         }

@@ -33,10 +33,17 @@ pub async fn task_facts(proxmox: &Client, task_ref: Option<&str>) -> Result<Opti
     match proxmox.task_status(&upid).await {
         Ok(s) if !s.is_finished() => Ok(Some(TaskFacts::Running)),
         Ok(s) if s.is_success() => Ok(Some(TaskFacts::Succeeded)),
-        Ok(s) => Ok(Some(TaskFacts::Failed {
-            kind: upid.task_type.clone(),
-            exitstatus: s.exitstatus.clone().unwrap_or_else(|| "unknown error".to_owned()),
-        })),
+        Ok(s) => {
+            let mut exitstatus = s.exitstatus.clone().unwrap_or_else(|| "unknown error".to_owned());
+            // A failed start names its cause only in the task log (an unknown bridge, ...).
+            if let Some(detail) = proxmox.task_failure_detail(&upid, &exitstatus).await {
+                exitstatus = format!("{exitstatus} ({detail})");
+            }
+            Ok(Some(TaskFacts::Failed {
+                kind: upid.task_type.clone(),
+                exitstatus,
+            }))
+        }
         Err(e) if e.is_not_found() => Ok(Some(TaskFacts::Unknown)),
         Err(e) => Err(MachineError::proxmox(format!("reading task {raw}"))(e)),
     }
@@ -92,6 +99,15 @@ fn classify(name: &str, vm: VmFacts) -> VmPresence {
     }
 }
 
+/// Whether `node` is certainly not a node of the Proxmox cluster (`false` when the node list
+/// cannot be read).
+pub async fn node_unknown(proxmox: &Client, node: &str) -> bool {
+    proxmox
+        .nodes()
+        .await
+        .is_ok_and(|nodes| !nodes.iter().any(|n| n.node == node))
+}
+
 /// The VM behind the recorded VMID: looked up on `node_hint` first, then located through
 /// `GET /cluster/resources` (the VM may have been migrated).
 pub async fn vm_presence(
@@ -103,10 +119,19 @@ pub async fn vm_presence(
     let Some(vmid) = vmid else {
         return Ok(VmPresence::NotReserved);
     };
-    if let Some(node) = node_hint.filter(|n| !n.is_empty())
-        && let Some(vm) = read_vm(proxmox, node, vmid).await?
-    {
-        return Ok(classify(name, vm));
+    if let Some(node) = node_hint.filter(|n| !n.is_empty()) {
+        match read_vm(proxmox, node, vmid).await {
+            Ok(Some(vm)) => return Ok(classify(name, vm)),
+            Ok(None) => {}
+            // A node the Proxmox cluster does not have (a typo in `sourceNode`: PVE answers 500
+            // `hostname lookup '<node>' failed`) holds no VM: look elsewhere, or deletion never ends.
+            // Any other failure (the node is down, a network error) is not evidence of absence.
+            Err(e) => {
+                if !node_unknown(proxmox, node).await {
+                    return Err(e);
+                }
+            }
+        }
     }
     let located = proxmox
         .locate_vm(vmid)

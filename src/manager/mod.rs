@@ -22,6 +22,7 @@ use tokio::task::JoinSet;
 
 use crate::context::Context;
 use crate::credentials::ProxmoxClients;
+use crate::diagnostics::{DelegatingAuth, MetricsServer};
 use crate::health::{self, HealthState, ProxmoxProbe};
 use crate::leader::{LeaderElector, LeaderError};
 use crate::metrics::Metrics;
@@ -77,6 +78,9 @@ pub enum ManagerError {
     /// The webhook server could not start (certificate, TLS settings or port).
     #[error(transparent)]
     Webhook(#[from] crate::webhooks::WebhookError),
+    /// The diagnostics server could not start (certificate, TLS settings or port).
+    #[error(transparent)]
+    Diagnostics(#[from] crate::diagnostics::DiagnosticsError),
     /// An HTTP server failed.
     #[error("{what} server: {source}")]
     Server {
@@ -92,7 +96,9 @@ mod options;
 mod startup;
 mod supervise;
 
-pub use options::{ManagerOptions, global_proxmox_config, options_from_cli, webhook_options};
+pub use options::{
+    ManagerOptions, global_proxmox_config, metrics_security, options_from_cli, webhook_options,
+};
 pub use startup::wait_for_crds;
 
 use startup::{bind_opt, probe_loop};
@@ -120,7 +126,7 @@ pub struct Manager {
     metrics: Arc<Metrics>,
     health: Arc<HealthState>,
     health_listener: Option<tokio::net::TcpListener>,
-    metrics_listener: Option<tokio::net::TcpListener>,
+    metrics_server: Option<MetricsServer>,
     webhook_server: Option<WebhookServer>,
     global_proxmox: Option<proxmox::Client>,
     elector: Option<LeaderElector>,
@@ -147,7 +153,10 @@ impl Manager {
         let metrics = Arc::new(Metrics::new());
         let health = Arc::new(HealthState::default());
         let health_listener = bind_opt("health probe", options.health_addr).await?;
-        let metrics_listener = bind_opt("metrics", options.metrics_addr).await?;
+        let metrics_server = match options.metrics_addr {
+            Some(addr) => Some(MetricsServer::bind(addr, &options.metrics_security, client.clone()).await?),
+            None => None,
+        };
         let webhook_server = match &options.webhooks {
             Some(opts) => {
                 health.require_webhooks();
@@ -157,6 +166,7 @@ impl Manager {
         };
         let global_proxmox = match &options.proxmox {
             Some(cfg) => {
+                metrics.set_global_tls_insecure(!cfg.verifies_tls());
                 let c = proxmox::Client::with_observer(cfg.clone(), metrics.proxmox_observer())
                     .map_err(|e| ManagerError::Proxmox(e.to_string()))?;
                 health.set_proxmox(ProxmoxProbe::Pending);
@@ -181,7 +191,7 @@ impl Manager {
             metrics,
             health,
             health_listener,
-            metrics_listener,
+            metrics_server,
             webhook_server,
             global_proxmox,
             elector,
@@ -197,7 +207,13 @@ impl Manager {
 
     /// The bound metrics address.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.metrics_listener.as_ref().and_then(|l| l.local_addr().ok())
+        self.metrics_server.as_ref().and_then(MetricsServer::local_addr)
+    }
+
+    /// The reviewer of the secured metrics endpoint (`None` without one, or with
+    /// `--insecure-diagnostics`).
+    pub fn metrics_auth(&self) -> Option<Arc<DelegatingAuth>> {
+        self.metrics_server.as_ref().and_then(MetricsServer::auth)
     }
 
     /// The bound webhook server address (`None` when webhooks are disabled).
@@ -233,7 +249,7 @@ impl Manager {
             metrics,
             health,
             health_listener,
-            metrics_listener,
+            metrics_server,
             webhook_server,
             global_proxmox,
             elector,
@@ -260,11 +276,10 @@ impl Manager {
             let stop = servers_stop.waiter();
             servers.spawn(async move { ("health probe", health::serve(l, router, stop).await) });
         }
-        if let Some(l) = metrics_listener {
-            tracing::info!(addr = ?l.local_addr().ok(), "serving metrics on /metrics (plain HTTP)");
-            let router = health::metrics_router(Arc::clone(&metrics));
+        if let Some(server) = metrics_server {
+            let m = Arc::clone(&metrics);
             let stop = servers_stop.waiter();
-            servers.spawn(async move { ("metrics", health::serve(l, router, stop).await) });
+            servers.spawn(async move { ("metrics", server.serve(m, stop).await) });
         }
         if let Some(server) = webhook_server {
             let h = Arc::clone(&health);

@@ -1,24 +1,15 @@
-//! The accept loop of the webhook server: TLS (tokio-rustls, certificate re-read on rotation),
-//! HTTP/1.1 (hyper) into the axum [`router`](super::router), graceful shutdown.
+//! The webhook server: its certificate (re-read on rotation), TLS settings and port, served by the
+//! shared HTTPS accept loop ([`crate::https`]) into the axum [`router`](super::router).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use super::tls::{ReloadingCert, server_config};
 use super::{WebhookError, WebhookOptions, router};
-
-/// How long a client may take for the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long in-flight requests get on shutdown.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A bound webhook server with its certificate loaded, ready to [`serve`](WebhookServer::serve).
 pub struct WebhookServer {
@@ -77,52 +68,8 @@ impl WebhookServer {
             acceptor,
             addr,
         } = self;
-        let service = TowerToHyperService::new(router());
-        let graceful = GracefulShutdown::new();
         tracing::info!(%addr, "serving webhooks (HTTPS)");
         on_serving();
-        tokio::pin!(shutdown);
-        loop {
-            let (tcp, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "webhook server: accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-                () = &mut shutdown => break,
-            };
-            let acceptor = acceptor.clone();
-            let service = service.clone();
-            let watcher = graceful.watcher();
-            tokio::spawn(async move {
-                let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "webhook TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "webhook TLS handshake timed out");
-                        return;
-                    }
-                };
-                let conn =
-                    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service);
-                if let Err(e) = watcher.watch(conn).await {
-                    tracing::debug!(%peer, error = %e, "webhook connection ended with an error");
-                }
-            });
-        }
-        drop(listener);
-        if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
-            .await
-            .is_err()
-        {
-            tracing::debug!("webhook server: in-flight requests cut off at shutdown");
-        }
-        tracing::info!("webhook server stopped");
+        crate::https::serve("webhook", listener, acceptor, router(), shutdown).await;
     }
 }

@@ -1,4 +1,5 @@
-//! TLS of the webhook server: `--tls-min-version` and `--tls-cipher-suites` as capmox (CAPI's
+//! TLS of the webhook server (and of the secured diagnostics server, which reuses it):
+//! `--tls-min-version` and `--tls-cipher-suites` as capmox (CAPI's
 //! manager flags, Go's names) accept them, mapped onto rustls; and the serving certificate, read
 //! from `<cert-dir>/tls.crt` and `tls.key` and re-read when the files change (cert-manager rotates
 //! them by swapping the secret volume's `..data` symlink), without a restart.
@@ -187,8 +188,10 @@ impl TlsSettings {
     }
 }
 
-/// The serving certificate, re-read from its files when they change.
+/// The serving certificate, re-read from its files when they change (used by the webhook server
+/// and, with `--metrics-cert-path`, the diagnostics server).
 pub struct ReloadingCert {
+    server: &'static str,
     cert_path: PathBuf,
     key_path: PathBuf,
     provider: Arc<CryptoProvider>,
@@ -253,6 +256,7 @@ impl ReloadingCert {
         let key_pem = read(&key_path)?;
         let key = Arc::new(parse(&cert_path, &cert_pem, &key_pem, &provider)?);
         Ok(Self {
+            server: "webhook",
             cert_path,
             key_path,
             provider,
@@ -265,6 +269,12 @@ impl ReloadingCert {
                 failing: false,
             }),
         })
+    }
+
+    /// Names the server in log lines (default `webhook`).
+    pub fn for_server(mut self, server: &'static str) -> Self {
+        self.server = server;
+        self
     }
 
     /// The current certificate, after re-reading the files if they may have changed. A file
@@ -285,7 +295,7 @@ impl ReloadingCert {
                 Ok((cert_pem, key_pem)) => {
                     match parse(&self.cert_path, &cert_pem, &key_pem, &self.provider) {
                         Ok(key) => {
-                            tracing::info!(cert = %self.cert_path.display(), "webhook serving certificate reloaded");
+                            tracing::info!(server = self.server, cert = %self.cert_path.display(), "serving certificate reloaded");
                             state.key = Arc::new(key);
                             state.cert_pem = cert_pem;
                             state.key_pem = key_pem;
@@ -293,7 +303,7 @@ impl ReloadingCert {
                         }
                         Err(e) => {
                             if !state.failing {
-                                tracing::warn!(error = %e, "new webhook certificate not usable yet; keeping the previous one");
+                                tracing::warn!(server = self.server, error = %e, "new serving certificate not usable yet; keeping the previous one");
                             }
                             state.failing = true;
                         }
@@ -301,7 +311,7 @@ impl ReloadingCert {
                 }
                 Err(e) => {
                     if !state.failing {
-                        tracing::warn!(error = %e, "cannot re-read the webhook certificate; keeping the previous one");
+                        tracing::warn!(server = self.server, error = %e, "cannot re-read the serving certificate; keeping the previous one");
                     }
                     state.failing = true;
                 }
@@ -317,11 +327,11 @@ impl ResolvesServerCert for ReloadingCert {
     }
 }
 
-/// The rustls server configuration: versions and suites from `settings`, the reloading
-/// certificate, HTTP/1.1 only (as CAPI providers serve webhooks by default).
+/// The rustls server configuration: versions and suites from `settings`, the certificate from
+/// `cert` (e.g. a [`ReloadingCert`]), HTTP/1.1 only (as CAPI providers serve by default).
 pub fn server_config(
     settings: &TlsSettings,
-    cert: Arc<ReloadingCert>,
+    cert: Arc<dyn ResolvesServerCert>,
     provider: Arc<CryptoProvider>,
 ) -> Result<rustls::ServerConfig, WebhookError> {
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)

@@ -358,11 +358,21 @@ impl Body for MachineTemplateBody {
         }
     }
 
-    fn restore_hub(hub: &mut Self::Hub, restored: &Self::Hub, _spoke: &Self::Spoke) {
-        restore_hub_spec(&mut hub.template.spec, &restored.template.spec);
+    // As for ProxmoxMachine: a stored object that converts to exactly what arrived is taken
+    // whole, so values the other version writes ambiguously survive round trips.
+    fn restore_hub(hub: &mut Self::Hub, restored: &Self::Hub, spoke: &Self::Spoke) {
+        if Self::down(restored) == *spoke {
+            *hub = restored.clone();
+        } else {
+            restore_hub_spec(&mut hub.template.spec, &restored.template.spec);
+        }
     }
 
-    fn restore_spoke(spoke: &mut Self::Spoke, restored: &Self::Spoke, _hub: &Self::Hub) {
-        restore_spoke_spec(&mut spoke.template.spec, &restored.template.spec);
+    fn restore_spoke(spoke: &mut Self::Spoke, restored: &Self::Spoke, hub: &Self::Hub) {
+        if Self::up(restored) == *hub {
+            *spoke = restored.clone();
+        } else {
+            restore_spoke_spec(&mut spoke.template.spec, &restored.template.spec);
+        }
     }
 }

@@ -71,11 +71,18 @@ fn crd_schema() -> Value {
 
 /// The OpenAPI schema of a built-in kind (`group`, `plural`), if this server serves it.
 pub fn schema(group: &str, plural: &str) -> Option<Value> {
-    use k8s_openapi::api::{coordination, core, events};
+    use k8s_openapi::api::{coordination, core, events, rbac};
     let mut s = match (group, plural) {
         ("", "configmaps") => schema_of::<core::v1::ConfigMap>(),
         ("", "secrets") => schema_of::<core::v1::Secret>(),
         ("", "namespaces") => schema_of::<core::v1::Namespace>(),
+        ("", "serviceaccounts") => schema_of::<core::v1::ServiceAccount>(),
+        ("rbac.authorization.k8s.io", "clusterroles") => schema_of::<rbac::v1::ClusterRole>(),
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => {
+            let mut s = schema_of::<rbac::v1::ClusterRoleBinding>();
+            mark_atomic(&mut s, &["roleRef"]);
+            s
+        }
         ("", "events") => {
             let mut s = schema_of::<core::v1::Event>();
             mark_atomic(&mut s, &["involvedObject", "related"]);
@@ -110,6 +117,9 @@ mod tests {
             ("", "configmaps"),
             ("", "secrets"),
             ("", "namespaces"),
+            ("", "serviceaccounts"),
+            ("rbac.authorization.k8s.io", "clusterroles"),
+            ("rbac.authorization.k8s.io", "clusterrolebindings"),
             ("", "events"),
             ("events.k8s.io", "events"),
             ("coordination.k8s.io", "leases"),

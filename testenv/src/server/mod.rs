@@ -3,6 +3,7 @@
 pub mod admission;
 mod aggregated;
 mod apply;
+pub mod authn;
 mod builtin_schemas;
 mod conversion;
 pub mod crds;
@@ -81,6 +82,8 @@ pub struct State {
     pub store: Store,
     registry: RwLock<Registry>,
     token: String,
+    /// Tokens minted by TokenRequests.
+    tokens: authn::Tokens,
     /// Listening address.
     pub addr: SocketAddr,
     /// Interval between watch bookmarks.
@@ -170,6 +173,7 @@ pub async fn start(certs: &Certs, token: &str, opts: ServerOptions) -> Result<In
         store: Store::new(opts.event_history),
         registry: RwLock::new(Registry::new()),
         token: token.to_string(),
+        tokens: authn::Tokens::default(),
         addr,
         bookmark_interval: opts.bookmark_interval,
     });

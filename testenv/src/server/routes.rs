@@ -11,8 +11,8 @@ use super::crds::ResourceDef;
 use super::fieldval::{self, Decoding, Warnings};
 use super::status::{ApiError, ApiResult, qualified};
 use super::{
-    Body, State, aggregated, crud, delete, discovery, error_response, fieldmgr, openapi, patch, protobuf,
-    watch,
+    Body, State, aggregated, authn, crud, delete, discovery, error_response, fieldmgr, openapi, patch,
+    protobuf, watch,
 };
 
 /// A parsed resource request.
@@ -138,6 +138,16 @@ async fn route(
         .map(str::to_string)
         .collect();
     let seg: Vec<&str> = segs.iter().map(String::as_str).collect();
+    if authn::handles(&seg) {
+        let method = req.method().clone();
+        let body = req
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| ApiError::bad_request(format!("reading body: {e}")))?
+            .to_bytes();
+        return authn::handle(&st, &method, &seg, &body);
+    }
     let header = |h: hyper::header::HeaderName| {
         req.headers()
             .get(h)
