@@ -596,7 +596,7 @@ pub fn check_config_value(key: &str, value: &str) -> Result<(), String> {
             }
             let props = parse(value, Some("order"))?;
             for (k, _) in &props {
-                if k != "order" {
+                if k != "order" && k != "legacy" {
                     return Err(unknown(key, k));
                 }
             }
@@ -638,8 +638,14 @@ pub fn check_config_value(key: &str, value: &str) -> Result<(), String> {
     }
 }
 
-/// Boot order devices of a `boot` value (`order=scsi0;ide2;net0`).
+/// Boot order devices of a `boot` value (`order=scsi0;ide2;net0`); none for the legacy form
+/// (`cdn`, `legacy=dc`: the default key of `boot` is `legacy`).
 pub fn boot_devices(value: &str) -> Vec<String> {
+    let v = value.trim();
+    let legacy = v.strip_prefix("legacy=").unwrap_or(v);
+    if !legacy.is_empty() && legacy.chars().all(|c| "acdn".contains(c)) {
+        return Vec::new();
+    }
     parse(value, Some("order"))
         .ok()
         .and_then(|p| {

@@ -1,6 +1,6 @@
 //! The bootstrap ISO on Proxmox storage: which storage it goes to (deterministic, or the
-//! `cloudInitStorage` the user chose), uploading it once, attaching it as `ide0`, and finding and
-//! deleting it again.
+//! `cloudInitStorage` the user chose), uploading it once, attaching it as `ide0` (keeping the VM
+//! bootable from its disk, see [`super::boot`]), and finding and deleting it again.
 
 use std::time::Duration;
 
@@ -84,21 +84,19 @@ pub async fn upload_if_missing(
         .map_err(MachineError::proxmox(format!("uploading {volid}")))
 }
 
-/// Attaches the ISO as `ide0`, appends it to the boot order and tags the VM with
-/// `go-proxmox+cloud-init` (the tag capmox keys its ISO bookkeeping on).
+/// Attaches the ISO as `ide0` and tags the VM with `go-proxmox+cloud-init` (the tag capmox keys
+/// its ISO bookkeeping on). The boot order stays the template's: NoCloud only needs the CD-ROM
+/// attached, so the ISO is not made bootable; only when the VM would then boot from no disk at all
+/// is an order with its boot disk first written (see [`super::boot`]).
 pub async fn attach(proxmox: &Client, vm: &VmFacts, storage: &str) -> Result<(), MachineError> {
     let volid = volid(storage, vm.vmid);
-    let boot = match vm.config.boot.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
-        Some(b) if b.contains(CLOUD_INIT_ISO_DEVICE) => b.to_owned(),
-        Some(b) if b.starts_with("order=") => format!("{b};{CLOUD_INIT_ISO_DEVICE}"),
-        Some(b) => b.to_owned(),
-        None => format!("order={CLOUD_INIT_ISO_DEVICE}"),
-    };
     let tags = super::desired::merged_tags(&vm.config, &[CLOUD_INIT_TAG.to_owned()]);
-    let update = ConfigUpdate::new()
+    let mut update = ConfigUpdate::new()
         .ide0(format!("{volid},media=cdrom"))
-        .boot(boot)
         .tags(&tags);
+    if let Some(boot) = super::boot::boot_with_seed_iso(&vm.config, CLOUD_INIT_ISO_DEVICE) {
+        update = update.boot(boot);
+    }
     proxmox
         .update_vm_config_sync(&vm.node, vm.vmid, &update)
         .await

@@ -7,6 +7,7 @@
 //! * [`observe`], [`steps`], [`placement`], [`iso`], [`guest`], [`locations`]: the I/O around them;
 //! * [`reconcile::provision`] and [`delete::delete`]: one pass each, called by the controller.
 
+pub mod boot;
 pub mod delete;
 pub mod desired;
 pub mod error;

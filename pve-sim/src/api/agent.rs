@@ -22,7 +22,8 @@ fn ready<'a>(c: &'a Cluster, node: &str, vmid: u32) -> Result<&'a Vm, ApiError> 
     let up = vm
         .started_at
         .is_some_and(|s| s.elapsed() >= c.latency.agent_ready());
-    if !c.guest.agent || !up || vm.power == PowerState::Paused {
+    // A VM whose boot order reaches no disk with an OS runs, but its guest never comes up.
+    if !c.guest.agent || !up || vm.power == PowerState::Paused || !vm.booted_os {
         return Err(ApiError::server("QEMU guest agent is not running"));
     }
     Ok(vm)

@@ -360,6 +360,16 @@ fn apply_update(
     let Some(vm) = c.vm_on_mut(node, vmid) else {
         return Err(conf_missing(node, vmid));
     };
+    let volume = |v: &str| propstr::to_map(v, Some("file")).get("file").cloned();
+    for (k, v) in &normalised {
+        // A disk replaced by another volume no longer holds the OS.
+        if vm.os_disks.contains(k) && vm.config.get(k).and_then(|old| volume(old)) != volume(v) {
+            vm.os_disks.remove(k);
+        }
+    }
+    for d in deletes {
+        vm.os_disks.remove(d);
+    }
     for (k, v) in normalised {
         if running && !hot_pluggable(&k) {
             vm.pending.insert(k, v);

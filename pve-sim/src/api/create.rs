@@ -138,6 +138,7 @@ pub fn create(ctx: &Ctx, p: &Params) -> HandlerResult {
                 let vm = c
                     .vm_on_mut(&n, vmid)
                     .ok_or_else(|| format!("unable to create VM {vmid}"))?;
+                vm.os_disks = crate::state::vm::hard_disk_keys(&config);
                 vm.config = config;
                 vm.pool = pool;
                 vm.created_at = tokio::time::Instant::now();

@@ -305,6 +305,13 @@ pub fn clone(ctx: &Ctx, p: &Params) -> HandlerResult {
             );
             match c.vm_on_mut(&target, newid) {
                 Some(vm) => {
+                    // The copies of the source's OS disks carry its OS; nothing else does.
+                    vm.os_disks = src
+                        .os_disks
+                        .iter()
+                        .filter(|k| cfg.contains_key(*k))
+                        .cloned()
+                        .collect();
                     vm.config = cfg;
                     vm.linked_base = if full { None } else { Some(src.vmid) };
                     vm.pool = pool;

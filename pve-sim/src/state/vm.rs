@@ -1,6 +1,6 @@
 //! One simulated QEMU VM: config, pending changes, power state, snapshots, guest-agent exec results.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -80,6 +80,12 @@ pub struct Vm {
     pub linked_base: Option<u32>,
     /// Resource pool the VM belongs to.
     pub pool: Option<String>,
+    /// Disk keys holding an installed OS: the disks of a scenario VM or of a VM created through
+    /// the API, and the disks a clone copied from such disks. Disks added later are blank.
+    pub os_disks: BTreeSet<String>,
+    /// Whether the last start reached a disk with an OS (see [`Vm::boots_os`]); without it the
+    /// guest never comes up: no guest agent, no cloud-init.
+    pub booted_os: bool,
 }
 
 impl Vm {
@@ -88,7 +94,6 @@ impl Vm {
         Self {
             vmid,
             node: node.to_string(),
-            config,
             pending: BTreeMap::new(),
             pending_delete: Vec::new(),
             power: PowerState::Stopped,
@@ -101,6 +106,9 @@ impl Vm {
             generation: 0,
             linked_base: None,
             pool: None,
+            os_disks: hard_disk_keys(&config),
+            booted_os: false,
+            config,
         }
     }
 
@@ -131,6 +139,7 @@ impl Vm {
     pub fn set_power(&mut self, power: PowerState) {
         if power != PowerState::Stopped && self.power == PowerState::Stopped {
             self.started_at = Some(Instant::now());
+            self.booted_os = self.boots_os();
         }
         if power == PowerState::Stopped {
             self.started_at = None;
@@ -345,5 +354,87 @@ impl Vm {
             .collect();
         nets.sort();
         nets.into_iter().map(|(_, k, m)| (k, m)).collect()
+    }
+}
+
+/// Whether a drive value is a CD-ROM (`media=cdrom`).
+fn is_cdrom(value: &str) -> bool {
+    propstr::to_map(value, Some("file"))
+        .get("media")
+        .is_some_and(|m| m == "cdrom")
+}
+
+/// Whether a drive value is a cloud-init drive (`vm-N-cloudinit`), which PVE never boots.
+fn is_cloud_init(value: &str) -> bool {
+    let map = propstr::to_map(value, Some("file"));
+    let file = map.get("file").map(String::as_str).unwrap_or_default();
+    let name = file.rsplit(['/', ':']).next().unwrap_or_default();
+    let stem = name.split('.').next().unwrap_or_default();
+    stem == "cloudinit" || stem.ends_with("-cloudinit")
+}
+
+/// Keys of bootable drives (`ide`, `sata`, `scsi`, `virtio`; not `efidisk0`/`tpmstate0`).
+fn is_boot_drive(key: &str) -> bool {
+    matches!(propstr::family(key), Some("ide" | "sata" | "scsi" | "virtio"))
+}
+
+/// Keys of the hard disks of a config (no CD-ROMs, no cloud-init drives).
+pub fn hard_disk_keys(config: &BTreeMap<String, String>) -> BTreeSet<String> {
+    config
+        .iter()
+        .filter(|(k, v)| is_boot_drive(k) && !is_cdrom(v) && !is_cloud_init(v))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+impl Vm {
+    /// The devices QEMU gets a `bootindex` for (PVE starts it with `-boot strict=on`, so nothing
+    /// else boots): the `order=` list of `boot`; else the legacy letters (default `cdn`) where `c`
+    /// is only the disk named by `bootdisk`, `d` every CD-ROM and `n` every network device.
+    pub fn effective_boot_order(&self) -> Vec<String> {
+        let boot = self.config.get("boot").map(|b| b.trim()).unwrap_or_default();
+        let legacy = boot.strip_prefix("legacy=").unwrap_or(boot);
+        let letters = if boot.is_empty() {
+            "cdn"
+        } else if legacy.chars().all(|c| "acdn".contains(c)) {
+            legacy
+        } else {
+            return propstr::boot_devices(boot);
+        };
+        let drives = |want_cdrom: bool| -> Vec<String> {
+            self.config
+                .iter()
+                .filter(|(k, v)| is_boot_drive(k) && is_cdrom(v) == want_cdrom && !is_cloud_init(v))
+                .map(|(k, _)| k.clone())
+                .collect()
+        };
+        let mut out = Vec::new();
+        for letter in letters.chars() {
+            match letter {
+                'c' => {
+                    if let Some(d) = self.config.get("bootdisk")
+                        && drives(false).contains(d)
+                    {
+                        out.push(d.clone());
+                    }
+                }
+                'd' => out.extend(drives(true)),
+                'n' => out.extend(
+                    self.config
+                        .keys()
+                        .filter(|k| propstr::family(k) == Some("net"))
+                        .cloned(),
+                ),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// Whether the boot order reaches a disk with an OS.
+    pub fn boots_os(&self) -> bool {
+        self.effective_boot_order()
+            .iter()
+            .any(|d| self.os_disks.contains(d) && self.config.get(d).is_some_and(|v| !is_cdrom(v)))
     }
 }
