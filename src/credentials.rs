@@ -1,10 +1,11 @@
 //! Proxmox credentials of a ProxmoxCluster: parsing the `credentialsRef` Secret (capmox key names
-//! and TLS semantics) and a cache of one client per Secret version.
+//! and TLS semantics), a cache of one client per Secret version (a rotated Secret gets a new
+//! client), and the objects whose credentials Proxmox refused, waiting for the Secret to change.
 //!
 //! The manager's global client (from `PROXMOX_URL`/`PROXMOX_TOKEN`/`PROXMOX_SECRET`) wins over any
 //! Secret, as in capmox.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -163,6 +164,8 @@ pub struct ProxmoxClients {
     observer: Arc<dyn RequestObserver>,
     cache: Mutex<HashMap<(String, String), CachedClient>>,
     built: AtomicU64,
+    /// Objects whose credentials Proxmox refused, by credentials Secret `(namespace, name)`.
+    rotation_waiters: Mutex<HashMap<(String, String), BTreeSet<(String, String)>>>,
 }
 
 impl std::fmt::Debug for ProxmoxClients {
@@ -183,6 +186,7 @@ impl ProxmoxClients {
             observer,
             cache: Mutex::new(HashMap::new()),
             built: AtomicU64::new(0),
+            rotation_waiters: Mutex::new(HashMap::new()),
         }
     }
 
@@ -241,6 +245,29 @@ impl ProxmoxClients {
     /// How many clients were built from Secrets so far (for tests and diagnostics).
     pub fn clients_built(&self) -> u64 {
         self.built.load(Ordering::Relaxed)
+    }
+
+    /// Records that Proxmox refused the credentials of Secret `secret` for `object` (both
+    /// `(namespace, name)`), so that the next change of that Secret requeues the object at once
+    /// instead of after its (up to 5 minute) backoff.
+    pub fn wait_for_rotation(&self, secret: (String, String), object: (String, String)) {
+        self.rotation_waiters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(secret)
+            .or_default()
+            .insert(object);
+    }
+
+    /// The objects waiting for a change of Secret `namespace/name` (forgotten: one that fails
+    /// again registers again).
+    pub fn take_rotation_waiters(&self, namespace: &str, name: &str) -> Vec<(String, String)> {
+        self.rotation_waiters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&(namespace.to_owned(), name.to_owned()))
+            .map(|s| s.into_iter().collect())
+            .unwrap_or_default()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), CachedClient>> {
@@ -340,5 +367,21 @@ mod tests {
         clients.forget("ns", "creds");
         clients.for_secret(&s).unwrap();
         assert_eq!(clients.clients_built(), 3);
+    }
+
+    #[test]
+    fn rotation_waiters_are_taken_once_per_secret() {
+        let clients = ProxmoxClients::new(None, Arc::new(proxmox::NoopObserver));
+        let key = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+        clients.wait_for_rotation(key("ns", "creds"), key("ns", "m1"));
+        clients.wait_for_rotation(key("ns", "creds"), key("ns", "m2"));
+        clients.wait_for_rotation(key("ns", "creds"), key("ns", "m1"));
+        clients.wait_for_rotation(key("ns", "other"), key("ns", "m3"));
+        assert_eq!(
+            clients.take_rotation_waiters("ns", "creds"),
+            [key("ns", "m1"), key("ns", "m2")]
+        );
+        assert!(clients.take_rotation_waiters("ns", "creds").is_empty());
+        assert_eq!(clients.take_rotation_waiters("ns", "other"), [key("ns", "m3")]);
     }
 }

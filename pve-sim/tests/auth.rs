@@ -134,3 +134,36 @@ async fn token_tasks_carry_the_token_id() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
 }
+
+#[tokio::test]
+async fn a_token_can_be_revoked_and_rotated_at_runtime() {
+    let sim = common::start_default().await;
+    let st = sim.server.state();
+    assert_eq!(sim.get("/version").await.status, 200);
+    assert!(st.revoke_token(sim.server.token_id()));
+    let r = sim.get("/version").await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (401, ""),
+        "PVE's answer to an unknown token"
+    );
+    assert!(!st.revoke_token(sim.server.token_id()), "already gone");
+    st.set_token(sim.server.token_id(), "rotated-secret");
+    assert_eq!(
+        sim.get("/version").await.status,
+        401,
+        "the old secret stays refused"
+    );
+    let rotated = sim
+        .client
+        .get(format!("{}/version", sim.base))
+        .header(
+            "Authorization",
+            format!("PVEAPIToken={}=rotated-secret", sim.server.token_id()),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rotated.status(), 200);
+    sim.server.shutdown().await;
+}

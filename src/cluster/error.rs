@@ -14,6 +14,9 @@ pub enum ErrorKind {
     /// Configuration the user has to fix; retried with backoff as well, since a fix (a new
     /// Secret) does not always trigger an event on the ProxmoxCluster.
     Invalid,
+    /// Proxmox refused the credentials: retried with backoff up to [`AUTH_BACKOFF_CAP`], and at
+    /// once when the credentials Secret changes.
+    Auth,
 }
 
 /// Errors of a ProxmoxCluster reconcile.
@@ -28,6 +31,17 @@ pub enum ClusterError {
     /// The credentials Secret exists but cannot be used.
     #[error(transparent)]
     InvalidCredentials(#[from] CredentialsError),
+    /// Proxmox refused the credentials (401) or a privilege (403).
+    #[error("Proxmox refused the API token of {credentials}: {source}; {remedy}")]
+    ProxmoxAuth {
+        /// Where the credentials come from (`credentials Secret ns/name`, `PROXMOX_TOKEN`).
+        credentials: String,
+        /// What fixes it.
+        remedy: &'static str,
+        /// Client error ([`proxmox::Error::Auth`]).
+        #[source]
+        source: proxmox::Error,
+    },
     /// `GET /version` failed.
     #[error("Proxmox API unreachable: {source}")]
     ProxmoxUnreachable {
@@ -46,6 +60,25 @@ pub enum ClusterError {
         #[source]
         source: kube::Error,
     },
+}
+
+/// Reason when Proxmox answers 401: the API token is unknown, revoked, expired or its secret wrong
+/// (ProxmoxCluster `ProxmoxAvailable`, ProxmoxMachine `VirtualMachineProvisioned`, Warning events).
+pub const PROXMOX_AUTHENTICATION_FAILED_REASON: &str = "ProxmoxAuthenticationFailed";
+/// Reason when Proxmox answers 403: the token lacks a privilege (`Permission check failed (...)`).
+pub const PROXMOX_PERMISSION_DENIED_REASON: &str = "ProxmoxPermissionDenied";
+
+/// Longest retry delay after Proxmox refused the credentials: the retries back off exponentially
+/// up to this, and a rotated credentials Secret is picked up at once through the Secret watch.
+pub const AUTH_BACKOFF_CAP: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The condition reason of a Proxmox auth error (`None` for every other error).
+pub fn auth_reason(e: &proxmox::Error) -> Option<&'static str> {
+    match e {
+        proxmox::Error::Auth { status: 403, .. } => Some(PROXMOX_PERMISSION_DENIED_REASON),
+        proxmox::Error::Auth { .. } => Some(PROXMOX_AUTHENTICATION_FAILED_REASON),
+        _ => None,
+    }
 }
 
 /// Reason of a failed finalizer write.
@@ -78,6 +111,9 @@ impl ClusterError {
             Self::CredentialsNotFound { .. } => CREDENTIALS_NOT_FOUND_REASON,
             Self::InvalidCredentials(CredentialsError::Client { .. }) => PROXMOX_UNREACHABLE_REASON,
             Self::InvalidCredentials(_) => CREDENTIALS_NOT_FOUND_REASON,
+            Self::ProxmoxAuth { source, .. } => {
+                auth_reason(source).unwrap_or(PROXMOX_AUTHENTICATION_FAILED_REASON)
+            }
             Self::ProxmoxUnreachable { .. } => PROXMOX_UNREACHABLE_REASON,
             Self::Kube { reason, .. } => reason,
         }
@@ -87,7 +123,38 @@ impl ClusterError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Self::CredentialsNotFound { .. } | Self::InvalidCredentials(_) => ErrorKind::Invalid,
+            Self::ProxmoxAuth { .. } => ErrorKind::Auth,
             Self::ProxmoxUnreachable { .. } | Self::Kube { .. } => ErrorKind::Transient,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auth_errors_have_their_own_reasons_and_kind() {
+        let e = |status| proxmox::Error::Auth {
+            status,
+            message: "x".into(),
+        };
+        assert_eq!(auth_reason(&e(401)), Some(PROXMOX_AUTHENTICATION_FAILED_REASON));
+        assert_eq!(auth_reason(&e(403)), Some(PROXMOX_PERMISSION_DENIED_REASON));
+        assert_eq!(
+            auth_reason(&proxmox::Error::NotFound { message: "x".into() }),
+            None
+        );
+        let c = ClusterError::ProxmoxAuth {
+            credentials: "credentials Secret ns/creds".into(),
+            remedy: "put a valid token into the Secret",
+            source: e(401),
+        };
+        assert_eq!(c.reason(), PROXMOX_AUTHENTICATION_FAILED_REASON);
+        assert_eq!(c.kind(), ErrorKind::Auth);
+        assert_eq!(
+            c.to_string(),
+            "Proxmox refused the API token of credentials Secret ns/creds: proxmox auth error (HTTP 401): x; put a valid token into the Secret"
+        );
     }
 }

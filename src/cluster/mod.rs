@@ -236,7 +236,7 @@ async fn normal_steps(
     events.extend(tls_signal(ctx, pc, &client));
     if let Err(source) = client.version().await {
         ctx.metrics.set_cluster_connected(&ns, &name, false);
-        return Err(ClusterError::ProxmoxUnreachable { source });
+        return Err(probe_error(ctx, pc, source));
     }
     ctx.metrics.set_cluster_connected(&ns, &name, true);
     if refresh_inventory {
@@ -250,6 +250,29 @@ async fn normal_steps(
     }
     readiness::apply(status, &Availability::Available, generation, &now());
     Ok(Action::requeue(settings.resync))
+}
+
+/// The error of a failed probe: an auth error names where the credentials come from and what
+/// fixes them (a rotated Secret is picked up at once; the global credentials need a restart).
+fn probe_error(ctx: &Context, pc: &ProxmoxCluster, source: crate::proxmox::Error) -> ClusterError {
+    if error::auth_reason(&source).is_none() {
+        return ClusterError::ProxmoxUnreachable { source };
+    }
+    let (credentials, remedy) = match secret_key(pc) {
+        Some((sns, sname)) if ctx.proxmox.global().is_none() => (
+            format!("credentials Secret {sns}/{sname}"),
+            "put a valid token (and its privileges) into the Secret: the change is picked up at once",
+        ),
+        _ => (
+            "the manager (PROXMOX_TOKEN)".to_owned(),
+            "fix the token in the manager's environment and restart the manager",
+        ),
+    };
+    ClusterError::ProxmoxAuth {
+        credentials,
+        remedy,
+        source,
+    }
 }
 
 /// Server-side applies the cluster's InClusterIPPools. `spec.addressReuseGracePeriodSeconds` is

@@ -411,9 +411,13 @@ async fn publish(recorder: &Recorder, pc: &ProxmoxCluster, t: readiness::Transit
 fn error_policy(pc: Arc<Watched>, err: &ClusterError, cc: Arc<ClusterCtx>) -> Action {
     let s = &cc.ctx.settings.cluster;
     cc.ctx.metrics.reconcile_error(CONTROLLER, err.reason());
-    let delay = cc
-        .backoff
-        .next_jittered(&key(pc.as_ref()), s.backoff_base, s.backoff_cap);
+    // Refused credentials are not retried hot: up to 5 minutes apart (a rotated Secret requeues
+    // the cluster at once through the Secret watch).
+    let cap = match err.kind() {
+        cluster::ErrorKind::Auth => cluster::error::AUTH_BACKOFF_CAP.max(s.backoff_cap),
+        _ => s.backoff_cap,
+    };
+    let delay = cc.backoff.next_jittered(&key(pc.as_ref()), s.backoff_base, cap);
     tracing::warn!(object = %key(pc.as_ref()), error = %err, retry_in = ?delay, "proxmoxcluster reconcile failed");
     Action::requeue(delay)
 }

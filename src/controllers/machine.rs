@@ -123,6 +123,8 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let pms: Api<Watched> = api_for(&client, &ns);
     let pcs: Api<Decoded<ProxmoxCluster>> = api_for(&client, &ns);
     let secrets: Api<PartialObjectMeta<Secret>> = api_for(&client, &ns);
+    let credentials: Api<PartialObjectMeta<Secret>> = api_for(&client, &ns);
+    let clients = ctx.proxmox.clone();
 
     let stop = super::shutdown_signal(shutdown);
     let mc = Arc::new(MachineCtx {
@@ -167,6 +169,16 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
                 unprovisioned(&s3, s.namespace(), &cluster)
             },
         )
+        // A changed credentials Secret requeues at once the machines whose credentials Proxmox
+        // refused (they would otherwise wait out a backoff of up to 5 minutes).
+        .watches(credentials, watcher::Config::default().any_semantic(), move |s| {
+            let ns = s.namespace().unwrap_or_default();
+            clients
+                .take_rotation_waiters(&ns, &s.name_any())
+                .into_iter()
+                .map(|(ns, name)| ObjectRef::new(&name).within(&ns))
+                .collect::<Vec<_>>()
+        })
         .with_config(Config::default().concurrency(ctx.settings.concurrency))
         .graceful_shutdown_on(stop)
         .run(reconcile, error_policy, mc)
@@ -296,7 +308,7 @@ async fn reconcile(watched: Arc<Watched>, mc: Arc<MachineCtx>) -> Result<Action,
 
 async fn report_failure(mc: &MachineCtx, cached: &ProxmoxMachine, e: &MachineError) {
     let deleting = cached.metadata.deletion_timestamp.is_some();
-    let reason = if deleting {
+    let reason = if deleting && !e.is_auth() {
         api::DELETION_FAILED_REASON
     } else {
         e.reason()
@@ -394,7 +406,8 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
             settings,
             &mut work,
         )
-        .await?;
+        .await
+        .inspect_err(|e| note_auth_failure(ctx, pc.as_ref(), &pm, e))?;
         if out.finished {
             work.finalizers_mut().retain(|f| f != MACHINE_FINALIZER);
             persist_status(ctx, &pm, &work).await?;
@@ -447,7 +460,14 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
         ipam_version: mc.ipam_version,
     };
     let was_provisioned = pm.is_provisioned();
-    let outcome = provision(&inputs, &mut work).await?;
+    let outcome = provision(&inputs, &mut work)
+        .await
+        .inspect_err(|e| note_auth_failure(ctx, Some(&pc), &pm, e))?;
+    if let Some(err) = outcome.error.as_ref().filter(|e| e.is_auth())
+        && !work.is_provisioned()
+    {
+        crate::machine::set_failure_condition(&mut work, err.reason(), err.to_string());
+    }
     let phase = work
         .condition(api::VIRTUAL_MACHINE_PROVISIONED_CONDITION)
         .map(|c| c.reason.clone())
@@ -469,11 +489,13 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
     }
     if let Some(err) = &outcome.error {
         ctx.metrics.reconcile_error(CONTROLLER, err.class());
-        let delay = mc.errors.next_jittered(
-            &key(&pm),
-            settings.task_poll_initial,
-            settings.task_poll_max.max(Duration::from_secs(60)),
-        );
+        if err.is_auth() {
+            note_auth_failure(ctx, Some(&pc), &pm, err);
+            publish(&mc.recorder, &pm, true, err.reason(), err.to_string()).await;
+        }
+        let delay = mc
+            .errors
+            .next_jittered(&key(&pm), settings.task_poll_initial, error_cap(err, settings));
         tracing::warn!(object = %key(&pm), error = %err, retry_in = ?delay, "proxmoxmachine step failed");
         return Ok(Action::requeue(delay));
     }
@@ -633,14 +655,34 @@ async fn publish(recorder: &Recorder, pm: &ProxmoxMachine, warning: bool, reason
     }
 }
 
+/// The longest retry delay after `err`: 5 minutes when Proxmox refused the credentials (a rotated
+/// Secret requeues the machine at once), else a minute.
+fn error_cap(err: &MachineError, s: &MachineSettings) -> Duration {
+    if err.is_auth() {
+        cluster::error::AUTH_BACKOFF_CAP.max(s.task_poll_max)
+    } else {
+        s.task_poll_max.max(Duration::from_secs(60))
+    }
+}
+
+/// Remembers that Proxmox refused the credentials `pm` uses, so that a change of its cluster's
+/// credentials Secret requeues it at once (the global credentials only change with a restart).
+fn note_auth_failure(ctx: &Context, pc: Option<&ProxmoxCluster>, pm: &ProxmoxMachine, e: &MachineError) {
+    if !e.is_auth() || ctx.proxmox.global().is_some() {
+        return;
+    }
+    if let Some(secret) = pc.and_then(cluster::secret_key) {
+        let object = (pm.namespace().unwrap_or_default(), pm.name_any());
+        ctx.proxmox.wait_for_rotation(secret, object);
+    }
+}
+
 fn error_policy(pm: Arc<Watched>, err: &MachineError, mc: Arc<MachineCtx>) -> Action {
     let s = &mc.ctx.settings.machine;
     mc.ctx.metrics.reconcile_error(CONTROLLER, err.class());
-    let delay = mc.errors.next_jittered(
-        &key(pm.as_ref()),
-        s.task_poll_initial,
-        s.task_poll_max.max(Duration::from_secs(60)),
-    );
+    let delay = mc
+        .errors
+        .next_jittered(&key(pm.as_ref()), s.task_poll_initial, error_cap(err, s));
     tracing::warn!(object = %key(pm.as_ref()), error = %err, retry_in = ?delay, "proxmoxmachine reconcile failed");
     Action::requeue(delay)
 }

@@ -82,12 +82,25 @@ impl MachineError {
     /// terminal step failures.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::Proxmox { .. } => PROXMOX_API_ERROR_REASON,
+            Self::Proxmox { source, .. } => {
+                crate::cluster::error::auth_reason(source).unwrap_or(PROXMOX_API_ERROR_REASON)
+            }
             Self::Kube { .. } => KUBERNETES_API_ERROR_REASON,
             Self::Credentials(c) => c.reason(),
             Self::Ipam(_) => api::WAITING_FOR_STATIC_IP_ALLOCATION_REASON,
             Self::Bootstrap(_) => api::WAITING_FOR_BOOTSTRAP_DATA_RECONCILIATION_REASON,
             Self::Invalid(_) => INVALID_CONFIGURATION_REASON,
+        }
+    }
+
+    /// Whether Proxmox refused the credentials (401) or a privilege (403): such errors are retried
+    /// with backoff up to [`crate::cluster::error::AUTH_BACKOFF_CAP`] and at once when the
+    /// credentials Secret changes.
+    pub fn is_auth(&self) -> bool {
+        match self {
+            Self::Proxmox { source, .. } => crate::cluster::error::auth_reason(source).is_some(),
+            Self::Credentials(c) => c.kind() == crate::cluster::ErrorKind::Auth,
+            _ => false,
         }
     }
 
@@ -97,5 +110,26 @@ impl MachineError {
             Self::Proxmox { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proxmox_auth_errors_get_their_own_reason() {
+        let auth = |status| {
+            MachineError::proxmox("reading VM 101")(proxmox::Error::Auth {
+                status,
+                message: "Authentication failed!".into(),
+            })
+        };
+        assert_eq!(auth(401).reason(), "ProxmoxAuthenticationFailed");
+        assert_eq!(auth(403).reason(), "ProxmoxPermissionDenied");
+        assert!(auth(401).is_auth());
+        let other = MachineError::proxmox("x")(proxmox::Error::NotFound { message: "x".into() });
+        assert_eq!(other.reason(), PROXMOX_API_ERROR_REASON);
+        assert!(!other.is_auth());
     }
 }

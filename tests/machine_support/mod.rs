@@ -85,6 +85,8 @@ pub struct Harness {
     pub sim: pve_sim::SimServer,
     pub metrics: Arc<Metrics>,
     settings: MachineSettings,
+    /// Whether the controllers get a global Proxmox client (else each ProxmoxCluster's Secret).
+    global_credentials: bool,
     controllers: Option<Controllers>,
     standins: Vec<StandInHandle>,
 }
@@ -97,6 +99,23 @@ impl Harness {
 
     /// Starts everything with the given simulator configuration and machine settings.
     pub async fn start_with(sim_config: pve_sim::SimConfig, settings: MachineSettings) -> Self {
+        Self::start_inner(sim_config, settings, true).await
+    }
+
+    /// Like [`Harness::start_with`], but without global Proxmox credentials: every ProxmoxCluster
+    /// needs a `credentialsRef` Secret (see [`Harness::create_credentials_secret`]).
+    pub async fn start_with_secret_credentials(
+        sim_config: pve_sim::SimConfig,
+        settings: MachineSettings,
+    ) -> Self {
+        Self::start_inner(sim_config, settings, false).await
+    }
+
+    async fn start_inner(
+        sim_config: pve_sim::SimConfig,
+        settings: MachineSettings,
+        global_credentials: bool,
+    ) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut opts = TestEnvOptions::default();
         opts.server.garbage_collector = true;
@@ -122,6 +141,7 @@ impl Harness {
             sim,
             metrics,
             settings,
+            global_credentials,
             controllers: None,
             standins,
         };
@@ -146,7 +166,10 @@ impl Harness {
                 cluster: fast_cluster_settings(),
                 machine: self.settings.clone(),
             },
-            proxmox: Arc::new(ProxmoxClients::new(Some(global), self.metrics.proxmox_observer())),
+            proxmox: Arc::new(ProxmoxClients::new(
+                self.global_credentials.then_some(global),
+                self.metrics.proxmox_observer(),
+            )),
         })
     }
 
@@ -194,6 +217,39 @@ impl Harness {
 
     pub fn clusters(&self) -> Api<v1beta2::Cluster> {
         Api::namespaced(self.client.clone(), NS)
+    }
+
+    /// Creates (or replaces the data of) a credentials Secret for the simulator with the token
+    /// secret `token_secret` (TLS verified against the simulator's CA).
+    pub async fn create_credentials_secret(&self, name: &str, token_secret: &str) {
+        let api = Api::<Secret>::namespaced(self.client.clone(), NS);
+        let ca = self.sim.ca_pem().unwrap();
+        let url = self.sim.url();
+        let data: std::collections::BTreeMap<String, k8s_openapi::ByteString> = [
+            ("url", url.as_str()),
+            ("token", self.sim.token_id()),
+            ("secret", token_secret),
+            ("insecure", "false"),
+            ("root_ca", ca.as_str()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), k8s_openapi::ByteString(v.as_bytes().to_vec())))
+        .collect();
+        let mut secret: Secret =
+            serde_json::from_value(json!({"metadata": {"name": name, "namespace": NS}})).unwrap();
+        secret.data = Some(data);
+        if api.get_opt(name).await.unwrap().is_some() {
+            let body = json!({"data": serde_json::to_value(&secret).unwrap()["data"].clone()});
+            api.patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(body),
+            )
+            .await
+            .unwrap();
+        } else {
+            api.create(&PostParams::default(), &secret).await.unwrap();
+        }
     }
 
     /// Creates a Cluster and its ProxmoxCluster (`extra` is merged into the default spec).

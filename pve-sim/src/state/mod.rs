@@ -504,6 +504,20 @@ impl SimState {
         })
     }
 
+    /// Revokes an API token at runtime (as `pveum user token remove` does): every later request
+    /// with it is answered `401 Authentication failed!` with an empty body, like PVE. `false`
+    /// when no such token exists.
+    pub fn revoke_token(&self, token_id: &str) -> bool {
+        self.with(|c| c.tokens.remove(token_id).is_some())
+    }
+
+    /// Creates an API token or gives it a new secret (rotation: the old secret stops working).
+    pub fn set_token(&self, token_id: &str, secret: &str) {
+        self.with(|c| {
+            c.tokens.insert(token_id.to_owned(), secret.to_owned());
+        });
+    }
+
     /// Number of requests seen for an endpoint key such as `POST /nodes/{node}/qemu/{vmid}/clone`.
     pub fn request_count(&self, endpoint: &str) -> u64 {
         self.with(|c| c.counts.get(endpoint).copied().unwrap_or(0))
