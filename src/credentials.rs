@@ -150,6 +150,9 @@ pub fn parse_secret_data(
     })
 }
 
+/// `(namespace, name)` of a Secret or another namespaced object.
+type ObjectKey = (String, String);
+
 /// A client built from one version of a Secret.
 struct CachedClient {
     uid: String,
@@ -165,7 +168,7 @@ pub struct ProxmoxClients {
     cache: Mutex<HashMap<(String, String), CachedClient>>,
     built: AtomicU64,
     /// Objects whose credentials Proxmox refused, by credentials Secret `(namespace, name)`.
-    rotation_waiters: Mutex<HashMap<(String, String), BTreeSet<(String, String)>>>,
+    rotation_waiters: Mutex<HashMap<ObjectKey, BTreeSet<ObjectKey>>>,
 }
 
 impl std::fmt::Debug for ProxmoxClients {
