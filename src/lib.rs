@@ -15,3 +15,4 @@ pub mod manager;
 pub mod metrics;
 pub mod proxmox;
 pub mod telemetry;
+pub mod user_agent;

@@ -467,6 +467,9 @@ async fn errors_outside_steps_are_conditions_and_warning_events() {
     })
     .await;
     let (vms, isos, claims) = h.leftovers().await;
-    assert!(vms.is_empty() && isos.is_empty() && claims == 0, "{vms:?} {isos:?} {claims}");
+    assert!(
+        vms.is_empty() && isos.is_empty() && claims == 0,
+        "{vms:?} {isos:?} {claims}"
+    );
     h.stop().await;
 }
