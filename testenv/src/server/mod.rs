@@ -11,6 +11,7 @@ mod gc;
 mod openapi;
 mod patch;
 mod protobuf;
+pub mod requests;
 mod routes;
 pub mod selectors;
 pub mod status;
@@ -69,6 +70,8 @@ pub struct State {
     token: String,
     /// Listening address.
     pub addr: SocketAddr,
+    /// Requests received, by User-Agent, verb and resource.
+    pub requests: requests::RequestCounts,
 }
 
 impl State {
@@ -105,6 +108,11 @@ impl InTreeServer {
     /// Shared state (for in-process inspection).
     pub fn state(&self) -> &Arc<State> {
         &self.state
+    }
+
+    /// Requests received so far, by User-Agent, verb and resource.
+    pub fn request_counts(&self) -> std::collections::BTreeMap<requests::RequestKey, u64> {
+        self.state.requests.snapshot()
     }
 }
 
@@ -155,6 +163,7 @@ pub async fn start(certs: &Certs, token: &str, opts: ServerOptions) -> Result<In
         registry: RwLock::new(Registry::new()),
         token: token.to_string(),
         addr,
+        requests: requests::RequestCounts::default(),
     });
     crud::bootstrap(&state)?;
     let (shutdown, mut stop_rx) = tokio_watch::channel(false);

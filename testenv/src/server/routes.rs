@@ -55,6 +55,7 @@ impl ResourceReq {
 
 /// Handles one HTTP request.
 pub async fn handle(st: Arc<State>, req: Request<hyper::body::Incoming>) -> Response<Body> {
+    st.requests.record(&req);
     match route(st, req).await {
         Ok(r) => r,
         Err(e) => error_response(&e),
