@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build test demo crds crds-check lint fmt clean
+.PHONY: all build test demo bench crds crds-check lint fmt clean
 
 all: build
 
@@ -17,6 +17,14 @@ test:
 ## demo: pve-sim + in-tree control plane + manager: a 1+2 machine cluster comes up and is torn down
 demo:
 	$(CARGO) run -q -p capmox-demo
+
+## bench: provision, rest, restart and delete 1, 10, 100 (realistic) and 1000 (instant) machines on
+## pve-sim with the release manager binary and print what it cost (BENCH_ARGS to change the runs,
+## e.g. BENCH_ARGS='--machines 100 --json'; KUBEBUILDER_ASSETS=... uses a real kube-apiserver)
+BENCH_ARGS ?=
+bench:
+	$(CARGO) build --release -q -p capmox --bin capmox -p capmox-bench --bin capmox-bench
+	target/release/capmox-bench $(BENCH_ARGS)
 
 ## crds: regenerate config/crd/bases/ from the Rust API types
 crds:
