@@ -188,7 +188,9 @@ pub async fn apply(st: &State, rr: &ResourceReq, body: &[u8]) -> ApiResult<Respo
                 m.insert("namespace".into(), json!(ns));
             }
         }
-        let created = create_object(st, def, &rr.version, obj, rr.dry_run(), rr.strict()).await?;
+        // Server-side apply refuses fields the schema does not declare, on create as on update
+        // (kube-apiserver: "field not declared in schema").
+        let created = create_object(st, def, &rr.version, obj, rr.dry_run(), true).await?;
         if !rr.dry_run() {
             st.store.set_applied(&res, &ns, &name, &slot, cfg);
         }
