@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A point-in-time reading of every counter.
 #[derive(Debug, Clone, Default)]
@@ -20,7 +20,8 @@ pub struct Snapshot {
 }
 
 /// The difference of two snapshots.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Delta {
     /// Proxmox requests by endpoint.
     pub proxmox: BTreeMap<String, u64>,

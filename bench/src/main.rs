@@ -45,6 +45,12 @@ struct Args {
     /// Print the reports as JSON instead of the table.
     #[arg(long)]
     json: bool,
+    /// Write the reports as JSON to this file as well.
+    #[arg(long)]
+    json_out: Option<PathBuf>,
+    /// Run nothing: print the table of reports saved with `--json`/`--json-out` (repeatable).
+    #[arg(long)]
+    from_json: Vec<PathBuf>,
 }
 
 #[tokio::main]
@@ -57,6 +63,25 @@ async fn main() -> ExitCode {
         .with_ansi(false)
         .with_writer(std::io::stderr)
         .init();
+    if !args.from_json.is_empty() {
+        let mut reports: Vec<capmox_bench::RunReport> = Vec::new();
+        for path in &args.from_json {
+            let parsed = std::fs::read_to_string(path)
+                .map_err(|e| e.to_string())
+                .and_then(|t| {
+                    serde_json::from_str::<Vec<capmox_bench::RunReport>>(&t).map_err(|e| e.to_string())
+                });
+            match parsed {
+                Ok(r) => reports.extend(r),
+                Err(e) => {
+                    eprintln!("capmox-bench: {}: {e}", path.display());
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        println!("{}", capmox_bench::table(&reports));
+        return ExitCode::SUCCESS;
+    }
     let runs = match parse_runs(&args.machines, args.profile) {
         Ok(r) => r,
         Err(e) => {
@@ -105,11 +130,14 @@ async fn main() -> ExitCode {
             }
         }
     }
+    let json = serde_json::to_string_pretty(&reports).unwrap_or_default();
+    if let Some(path) = &args.json_out
+        && let Err(e) = std::fs::write(path, &json)
+    {
+        eprintln!("capmox-bench: writing {}: {e}", path.display());
+    }
     if args.json {
-        match serde_json::to_string_pretty(&reports) {
-            Ok(s) => println!("{s}"),
-            Err(e) => eprintln!("capmox-bench: {e}"),
-        }
+        println!("{json}");
     } else {
         println!("{}", capmox_bench::table(&reports));
         println!("{}", machine_line());

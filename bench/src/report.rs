@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::counts::Delta;
 
@@ -25,7 +25,8 @@ pub fn floor_secs(latency: &pve_sim::LatencySpec, full_clone: bool) -> f64 {
 }
 
 /// Everything one run measured.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RunReport {
     /// Machines provisioned and deleted.
     pub machines: usize,
