@@ -5,6 +5,7 @@ pub mod cluster;
 pub mod machine;
 
 pub mod rbac;
+pub mod triggers;
 
 use std::future::Future;
 

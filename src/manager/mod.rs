@@ -257,7 +257,8 @@ impl Manager {
 
         tracing::info!(
             namespace = options.settings.namespace.as_deref().unwrap_or("<all>"),
-            concurrency = options.settings.concurrency,
+            proxmoxmachine_concurrency = options.settings.machine_concurrency(),
+            proxmoxcluster_concurrency = options.settings.cluster_concurrency(),
             leader_election = options.leader_election.is_some(),
             global_proxmox = global_proxmox.is_some(),
             feature_gates = ?options.feature_gates.0,

@@ -1,18 +1,23 @@
 //! The ProxmoxMachine controller: watches ProxmoxMachines and what their progress depends on
 //! (owner Machines, their IPAddressClaims and IPAddresses, ProxmoxClusters, Clusters and bootstrap
-//! Secrets), fetches the owner objects, applies pause rules and the finalizer, runs one pass of
-//! the lifecycle ([`crate::machine`]) and persists the working copy with at most one metadata/spec
-//! patch and one status patch.
+//! Secrets) into caches ([`watches`]), reads the owner objects from them, applies pause rules and
+//! the finalizer, runs passes of the lifecycle ([`crate::machine`]) — several in a row while each
+//! says "go on", persisting after each — and persists the working copy with at most one
+//! metadata/spec patch and one status patch per pass. Reads see this controller's own writes
+//! (the objects its writes returned) without a GET.
+
+mod watches;
 
 use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use capmox_api::capi::ipam::InClusterIPPool;
 use capmox_api::capi::views::{ClusterView, MachineView};
 use capmox_api::capi::{
     CLUSTER_GROUP, CLUSTER_KIND, CLUSTER_PLURAL, IPAM_GROUP, MACHINE_KIND, MACHINE_PLURAL,
 };
-use capmox_api::consts::{CLUSTER_NAME_LABEL, GROUP, MACHINE_FINALIZER, PAUSED_ANNOTATION};
+use capmox_api::consts::{CLUSTER_NAME_LABEL, MACHINE_FINALIZER, PAUSED_ANNOTATION};
 use capmox_api::v1alpha2::{self as api, ProxmoxCluster, ProxmoxMachine};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
@@ -20,39 +25,74 @@ use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta, Patch, Patch
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::events::{Event, EventType, Recorder};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, watcher};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::cluster::Backoff;
+use super::triggers::changes;
 use crate::cluster;
 use crate::conditions;
 use crate::context::Context;
 use crate::ipam::IpamApiVersion;
-use crate::machine::delete::delete;
+use crate::machine::delete::{DeleteInputs, delete};
+use crate::machine::latest::Latest;
+use crate::machine::locations::Locations;
 use crate::machine::reconcile::{PassInputs, provision};
-use crate::machine::state::Step;
 use crate::machine::steps::Next;
+use crate::machine::view::{ProxmoxView, ViewSettings, Views};
 use crate::machine::{MachineError, MachineSettings};
 use crate::proxmox::Client;
+use watches::Stores;
+
+pub use watches::machine_of_claim;
 
 /// Controller name used for metrics.
 pub const CONTROLLER: &str = "proxmoxmachine";
 /// Field manager of this controller's patches.
 pub const FIELD_MANAGER: &str = "capmox-proxmoxmachine";
 
+/// Passes one reconcile runs in a row while each step says "go on now".
+const MAX_CHAINED_PASSES: usize = 8;
+/// How long a Proxmox client built from a credentials Secret is used before the Secret is read
+/// again (rotations are picked up within this time).
+const CREDENTIALS_TTL: Duration = Duration::from_secs(60);
+
 struct MachineCtx {
     ctx: Arc<Context>,
     recorder: Recorder,
     /// Error backoff per machine.
     errors: Backoff,
-    /// Task/lock poll backoff per machine.
-    polls: Backoff,
-    machine_ar: ApiResource,
-    cluster_ar: ApiResource,
+    stores: Stores,
+    /// ProxmoxMachines as this controller last wrote them.
+    latest: Arc<Latest<ProxmoxMachine>>,
+    /// The node-location writer.
+    locations: Locations,
+    /// What is known about each Proxmox cluster.
+    views: Views,
     /// The IPAM API version served, discovered once at startup.
     ipam_version: IpamApiVersion,
+    /// Proxmox clients of credentials Secrets, by Secret, with when they were built.
+    credentials: Mutex<std::collections::HashMap<(String, String), (Client, Instant)>>,
+    /// Whether every cache has its initial list. One reconcile at a time waits for it: a
+    /// store's readiness wakes only its last waiter.
+    caches_ready: tokio::sync::Mutex<bool>,
+}
+
+impl MachineCtx {
+    /// Waits until every cache holds its initial list.
+    async fn caches_ready(&self) -> Result<(), MachineError> {
+        let mut ready = self.caches_ready.lock().await;
+        if !*ready {
+            self.stores
+                .ready()
+                .await
+                .map_err(|_| MachineError::Invalid("the watch caches stopped".into()))?;
+            *ready = true;
+        }
+        Ok(())
+    }
 }
 
 fn key(pm: &ProxmoxMachine) -> String {
@@ -116,54 +156,141 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let claim_ar = resource(IPAM_GROUP, ipam, "IPAddressClaim", "ipaddressclaims");
     let address_ar = resource(IPAM_GROUP, ipam, "IPAddress", "ipaddresses");
 
-    let pms: Api<ProxmoxMachine> = api_for(&client, &ns);
-    let pcs: Api<ProxmoxCluster> = api_for(&client, &ns);
-    let secrets: Api<PartialObjectMeta<Secret>> = api_for(&client, &ns);
-
-    let stop = super::shutdown_signal(shutdown);
+    let wc = || watcher::Config::default().any_semantic();
+    let (pms, pm_writer) = reflector::store::<ProxmoxMachine>();
+    let dyn_store = |ar: &ApiResource| {
+        let w = reflector::store::Writer::<DynamicObject>::new(ar.clone());
+        (w.as_reader(), w)
+    };
+    let (machines, machine_writer) = dyn_store(&machine_ar);
+    let (clusters, cluster_writer) = dyn_store(&cluster_ar);
+    let (pcs, pc_writer) = reflector::store::<ProxmoxCluster>();
+    let (claims, claim_writer) = dyn_store(&claim_ar);
+    let (addresses, address_writer) = dyn_store(&address_ar);
+    let (pools, pool_writer) = reflector::store::<InClusterIPPool>();
+    let stores = Stores {
+        pms: pms.clone(),
+        machines,
+        clusters,
+        pcs,
+        claims,
+        addresses,
+        pools,
+        machine_ar: machine_ar.clone(),
+        cluster_ar: cluster_ar.clone(),
+        claim_ar: claim_ar.clone(),
+        address_ar: address_ar.clone(),
+    };
+    let latest: Arc<Latest<ProxmoxMachine>> = Arc::default();
+    let (wake, woken) = futures::channel::mpsc::unbounded();
+    let settings = &ctx.settings.machine;
     let mc = Arc::new(MachineCtx {
         recorder: super::recorder(client.clone()),
         errors: Backoff::default(),
-        polls: Backoff::default(),
-        machine_ar: machine_ar.clone(),
-        cluster_ar: cluster_ar.clone(),
+        stores: stores.clone(),
+        latest: Arc::clone(&latest),
+        locations: Locations::default(),
+        views: Views::new(
+            ViewSettings {
+                observe_interval: settings.observe_interval,
+                look_min: settings.task_poll_initial,
+                look_max: settings.task_poll_max,
+            },
+            wake,
+        ),
         ipam_version,
+        credentials: Mutex::default(),
+        caches_ready: tokio::sync::Mutex::new(false),
         ctx: ctx.clone(),
     });
 
-    let wc = watcher::Config::default().any_semantic();
-    let controller = Controller::new(pms, wc.clone());
-    let store = controller.store();
-    let (s1, s2, s3) = (store.clone(), store.clone(), store);
-    controller
-        .watches_with(dyn_api(&machine_ar), machine_ar.clone(), wc.clone(), |m| {
-            machine_to_pm(&m)
-        })
-        .owns_with(dyn_api(&claim_ar), claim_ar.clone(), wc.clone())
-        .watches_with(
-            dyn_api(&address_ar),
+    let pm_stream = watcher(api_for::<ProxmoxMachine>(&client, &ns), wc())
+        .default_backoff()
+        .modify(|pm| watches::trim_meta(&mut pm.metadata))
+        .reflect(pm_writer)
+        .applied_objects();
+    let pm_stream = watches::not_own_writes(pm_stream, Arc::clone(&latest));
+    let machine_stream = watcher(dyn_api(&machine_ar), wc())
+        .default_backoff()
+        .modify(|m| watches::trim_status(m, &["nodeRef"]))
+        .reflect(machine_writer);
+    let machine_stream = changes(machine_stream, watches::machine_fingerprint, |_| true);
+    let cluster_stream = watcher(dyn_api(&cluster_ar), wc())
+        .default_backoff()
+        .modify(|c| watches::trim_status(c, &["initialization", "infrastructureReady"]))
+        .reflect(cluster_writer);
+    let cluster_stream = changes(cluster_stream, watches::cluster_fingerprint, |_| true);
+    let pc_stream = watcher(api_for::<ProxmoxCluster>(&client, &ns), wc())
+        .default_backoff()
+        .modify(|pc| watches::trim_meta(&mut pc.metadata))
+        .reflect(pc_writer);
+    let pc_stream = changes(pc_stream, watches::pc_fingerprint, |_| true);
+    let claim_stream = watcher(dyn_api(&claim_ar), wc())
+        .default_backoff()
+        .modify(|c| watches::trim_meta(&mut c.metadata))
+        .reflect(claim_writer);
+    let claim_stream = changes(claim_stream, watches::claim_fingerprint, |c: &DynamicObject| {
+        c.data.pointer("/status/addressRef/name").is_some()
+    });
+    let address_stream = watcher(dyn_api(&address_ar), wc())
+        .default_backoff()
+        .modify(|a| watches::trim_meta(&mut a.metadata))
+        .reflect(address_writer);
+    let address_stream = changes(address_stream, |_| 0, |_| true);
+    // Cached only: the stream is polled by the controller but never triggers.
+    let pool_stream = watcher(api_for::<InClusterIPPool>(&client, &ns), wc())
+        .default_backoff()
+        .modify(|p| watches::trim_meta(&mut p.metadata))
+        .reflect(pool_writer)
+        .applied_objects()
+        .filter(|_| futures::future::ready(false));
+    let secret_stream = watcher(
+        api_for::<PartialObjectMeta<Secret>>(&client, &ns),
+        watcher::Config::default()
+            .any_semantic()
+            .labels(CLUSTER_NAME_LABEL),
+    )
+    .default_backoff();
+    let secret_stream = changes(
+        secret_stream,
+        |s: &PartialObjectMeta<Secret>| super::triggers::hash_of(&s.metadata.resource_version),
+        |_| true,
+    );
+
+    let stop = super::shutdown_signal(shutdown);
+    let (s1, s2, s3, s4, s5, s6) = (
+        stores.clone(),
+        stores.clone(),
+        stores.clone(),
+        stores.clone(),
+        stores.clone(),
+        stores.clone(),
+    );
+    Controller::for_stream(pm_stream, pms)
+        .watches_stream_with(machine_stream, |m| watches::machine_to_pm(&m), machine_ar.clone())
+        .watches_stream_with(
+            claim_stream,
+            move |c| watches::claim_to_pm(&c, &s1),
+            claim_ar.clone(),
+        )
+        .watches_stream_with(
+            address_stream,
+            move |a| watches::address_to_pm(&a, &s2),
             address_ar.clone(),
-            wc.clone(),
-            address_to_pm,
         )
-        .watches(pcs, wc.clone(), move |pc| {
-            let cluster = cluster::cluster_name(&pc, None);
-            by_cluster(&s1, pc.namespace(), &cluster)
-        })
-        .watches_with(dyn_api(&cluster_ar), cluster_ar.clone(), wc.clone(), move |c| {
-            by_cluster(&s2, c.namespace(), &c.name_any())
-        })
-        .watches(
-            secrets,
-            watcher::Config::default()
-                .any_semantic()
-                .labels(CLUSTER_NAME_LABEL),
-            move |s| {
-                let cluster = s.labels().get(CLUSTER_NAME_LABEL).cloned().unwrap_or_default();
-                unprovisioned(&s3, s.namespace(), &cluster)
-            },
+        .watches_stream(pc_stream, move |pc| watches::pc_to_pms(&pc, &s3.pms))
+        .watches_stream_with(
+            cluster_stream,
+            move |c| watches::by_cluster(&s4.pms, c.namespace(), &c.name_any()),
+            cluster_ar.clone(),
         )
-        .with_config(Config::default().concurrency(ctx.settings.concurrency))
+        .watches_stream(secret_stream, move |s| watches::secret_to_pm(&s, &s5))
+        .watches_stream(pool_stream, move |_| {
+            let _ = &s6;
+            None::<ObjectRef<ProxmoxMachine>>
+        })
+        .reconcile_on(woken)
+        .with_config(Config::default().concurrency(ctx.settings.machine_concurrency()))
         .graceful_shutdown_on(stop)
         .run(reconcile, error_policy, mc)
         .for_each(|r| async move {
@@ -174,91 +301,21 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         .await;
 }
 
-/// Machine → its ProxmoxMachine via `spec.infrastructureRef`.
-fn machine_to_pm(m: &DynamicObject) -> Option<ObjectRef<ProxmoxMachine>> {
-    let view = MachineView::from_dynamic(m);
-    let r = view.infrastructure_ref?;
-    (r.kind == "ProxmoxMachine" && r.api_group.as_deref().is_none_or(|g| g == GROUP))
-        .then(|| ObjectRef::new(&r.name).within(&view.namespace))
-}
-
-/// The ProxmoxMachine name in a claim name `<machine>-<netN>-<NN>-inet`.
-pub fn machine_of_claim(claim: &str) -> Option<&str> {
-    let rest = claim.strip_suffix("-inet")?;
-    let (rest, offset) = rest.rsplit_once('-')?;
-    if offset.len() != 2 || !offset.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let (machine, net) = rest.rsplit_once('-')?;
-    let n = net.strip_prefix("net")?;
-    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && !machine.is_empty()).then_some(machine)
-}
-
-/// IPAddress → the ProxmoxMachine of its claim.
-fn address_to_pm(a: DynamicObject) -> Option<ObjectRef<ProxmoxMachine>> {
-    let claim = a.data.pointer("/spec/claimRef/name").and_then(Value::as_str)?;
-    let ns = a.namespace()?;
-    machine_of_claim(claim).map(|m| ObjectRef::new(m).within(&ns))
-}
-
-fn by_cluster(
-    store: &Store<ProxmoxMachine>,
-    ns: Option<String>,
-    cluster: &str,
-) -> Vec<ObjectRef<ProxmoxMachine>> {
-    store
-        .state()
-        .into_iter()
-        .filter(|pm| {
-            pm.namespace() == ns && pm.labels().get(CLUSTER_NAME_LABEL).map(String::as_str) == Some(cluster)
-        })
-        .map(|pm| ObjectRef::from_obj(pm.as_ref()))
-        .collect()
-}
-
-fn unprovisioned(
-    store: &Store<ProxmoxMachine>,
-    ns: Option<String>,
-    cluster: &str,
-) -> Vec<ObjectRef<ProxmoxMachine>> {
-    store
-        .state()
-        .into_iter()
-        .filter(|pm| !pm.is_provisioned())
-        .filter(|pm| {
-            pm.namespace() == ns && pm.labels().get(CLUSTER_NAME_LABEL).map(String::as_str) == Some(cluster)
-        })
-        .map(|pm| ObjectRef::from_obj(pm.as_ref()))
-        .collect()
-}
-
-/// The owner Machine, read in the version of the ownerRef.
-async fn owner_machine(mc: &MachineCtx, pm: &ProxmoxMachine) -> Result<Option<MachineView>, MachineError> {
-    let Some(r) = pm.owner_references().iter().find(|r| {
+/// The owner Machine (from the cache).
+fn owner_machine(mc: &MachineCtx, pm: &ProxmoxMachine) -> Option<MachineView> {
+    let r = pm.owner_references().iter().find(|r| {
         r.kind == MACHINE_KIND && capmox_api::capi::api_version_in_group(&r.api_version, CLUSTER_GROUP)
-    }) else {
-        return Ok(None);
-    };
+    })?;
     let ns = pm.namespace().unwrap_or_default();
-    let api: Api<DynamicObject> = Api::namespaced_with(mc.ctx.client.clone(), &ns, &mc.machine_ar);
-    let obj = api
-        .get_opt(&r.name)
-        .await
-        .map_err(MachineError::kube(format!("getting Machine {ns}/{}", r.name)))?;
-    Ok(obj.map(|o| MachineView::from_dynamic(&o)))
-}
-
-async fn owner_cluster(mc: &MachineCtx, ns: &str, name: &str) -> Result<Option<ClusterView>, MachineError> {
-    let api: Api<DynamicObject> = Api::namespaced_with(mc.ctx.client.clone(), ns, &mc.cluster_ar);
-    let obj = api
-        .get_opt(name)
-        .await
-        .map_err(MachineError::kube(format!("getting Cluster {ns}/{name}")))?;
-    Ok(obj.map(|o| ClusterView::from_dynamic(&o)))
+    mc.stores
+        .machine(&ns, &r.name)
+        .map(|o| MachineView::from_dynamic(&o))
 }
 
 /// The Proxmox client of a ProxmoxCluster (same precedence as the cluster controller; read-only).
-async fn proxmox_client(ctx: &Context, pc: &ProxmoxCluster) -> Result<Client, MachineError> {
+/// A client built from a credentials Secret is reused for [`CREDENTIALS_TTL`].
+async fn proxmox_client(mc: &MachineCtx, pc: &ProxmoxCluster) -> Result<Client, MachineError> {
+    let ctx = &mc.ctx;
     if let Some(g) = ctx.proxmox.global() {
         return Ok(g.clone());
     }
@@ -267,6 +324,16 @@ async fn proxmox_client(ctx: &Context, pc: &ProxmoxCluster) -> Result<Client, Ma
             "no Proxmox credentials: neither PROXMOX_URL nor the ProxmoxCluster's credentialsRef".into(),
         ));
     };
+    let cache_key = (ns.clone(), name.clone());
+    if let Some((client, at)) = mc
+        .credentials
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&cache_key)
+        && at.elapsed() < CREDENTIALS_TTL
+    {
+        return Ok(client.clone());
+    }
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     let secret = api
         .get_opt(&name)
@@ -275,9 +342,22 @@ async fn proxmox_client(ctx: &Context, pc: &ProxmoxCluster) -> Result<Client, Ma
             "getting credentials Secret {ns}/{name}"
         )))?
         .ok_or_else(|| MachineError::Invalid(format!("credentials secret {ns}/{name} not found")))?;
-    ctx.proxmox
+    let client = ctx
+        .proxmox
         .for_secret(&secret)
-        .map_err(|e| MachineError::Credentials(e.into()))
+        .map_err(|e| MachineError::Credentials(e.into()))?;
+    mc.credentials
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(cache_key, (client.clone(), Instant::now()));
+    Ok(client)
+}
+
+/// The newest copy of the machine: the cache's or this controller's last write.
+fn current(mc: &MachineCtx, cached: &ProxmoxMachine) -> Option<Arc<ProxmoxMachine>> {
+    let r = ObjectRef::from_obj(cached);
+    let from_cache = mc.stores.pms.get(&r)?;
+    Some(mc.latest.pick(from_cache))
 }
 
 /// One reconcile. An error that stops it outside a provisioning step (those record their own
@@ -299,127 +379,77 @@ async fn report_failure(mc: &MachineCtx, cached: &ProxmoxMachine, e: &MachineErr
         e.reason()
     };
     publish(&mc.recorder, cached, true, reason, e.to_string()).await;
-    let api_ =
-        Api::<ProxmoxMachine>::namespaced(mc.ctx.client.clone(), &cached.namespace().unwrap_or_default());
-    let Ok(Some(fresh)) = api_.get_opt(&cached.name_any()).await else {
+    let Some(fresh) = current(mc, cached) else {
         return;
     };
     if fresh.is_provisioned() && !deleting {
         return;
     }
-    let mut work = fresh.clone();
+    let mut work = (*fresh).clone();
     crate::machine::set_failure_condition(&mut work, reason, e.to_string());
-    if let Err(pe) = persist_status(&mc.ctx, &fresh, &work).await {
+    if let Err(pe) = persist_status(mc, &fresh, &work).await {
         tracing::debug!(object = %key(cached), error = %pe, "recording the failure in the status failed");
     }
 }
 
 async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Result<Action, MachineError> {
     let ctx = &mc.ctx;
+    mc.caches_ready().await?;
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
     let ns = cached.namespace().unwrap_or_default();
-    // Read the machine fresh: the cache may not show this controller's last write yet, and every
-    // decision (above all "no VMID recorded yet") must see it.
-    let Some(pm) = Api::<ProxmoxMachine>::namespaced(ctx.client.clone(), &ns)
-        .get_opt(&cached.name_any())
-        .await
-        .map_err(MachineError::kube(format!(
-            "getting ProxmoxMachine {}",
-            key(&cached)
-        )))?
-    else {
+    // The newest copy, not the one that triggered this pass: every decision (above all "no VMID
+    // recorded yet") must see this controller's last write.
+    let Some(pm) = current(&mc, &cached) else {
         ctx.metrics.remove_machine(&ns, &cached.name_any());
+        mc.latest.forget(&ObjectRef::from_obj(cached.as_ref()));
         return Ok(Action::await_change());
     };
+    let mut pm = pm;
     let deleting = pm.metadata.deletion_timestamp.is_some();
     let has_finalizer = pm.finalizers().iter().any(|f| f == MACHINE_FINALIZER);
     if deleting && !has_finalizer {
         ctx.metrics.remove_machine(&ns, &pm.name_any());
         return Ok(Action::await_change());
     }
-    let machine = owner_machine(&mc, &pm).await?;
+    let machine = owner_machine(&mc, &pm);
     let cluster_name = machine
         .as_ref()
         .and_then(|m| m.cluster_name.clone())
         .or_else(|| pm.labels().get(CLUSTER_NAME_LABEL).cloned());
-    let cluster = match &cluster_name {
-        Some(c) => owner_cluster(&mc, &ns, c).await?,
-        None => None,
-    };
+    let cluster = cluster_name
+        .as_ref()
+        .and_then(|c| mc.stores.cluster(&ns, c))
+        .map(|o| ClusterView::from_dynamic(&o));
     let paused = cluster.as_ref().is_some_and(|c| c.paused)
         || machine.as_ref().is_some_and(|m| m.paused)
         || pm.annotations().contains_key(PAUSED_ANNOTATION);
-    let mut work = pm.clone();
+    let mut work = (*pm).clone();
     set_paused(&mut work, cluster.as_ref().is_some_and(|c| c.paused), paused);
     if paused {
-        persist(ctx, &pm, &work).await?;
+        persist(&mc, &pm, &work).await?;
         return Ok(Action::await_change());
     }
     let pc_name = cluster
         .as_ref()
         .and_then(|c| c.infrastructure_ref.as_ref())
         .map(|r| r.name.clone());
-    let pcs = Api::<ProxmoxCluster>::namespaced(ctx.client.clone(), &ns);
     let pc = match (&pc_name, &cluster_name) {
-        (Some(n), _) => pcs
-            .get_opt(n)
-            .await
-            .map_err(MachineError::kube(format!("getting ProxmoxCluster {ns}/{n}")))?,
+        (Some(n), _) => mc.stores.pc(&ns, n),
         // The Cluster is gone (e.g. deleted before its machines): find its ProxmoxCluster by label.
-        (None, Some(c)) => pcs
-            .list(&kube::api::ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={c}")))
-            .await
-            .map_err(MachineError::kube(format!(
-                "listing ProxmoxClusters of cluster {ns}/{c}"
-            )))?
-            .items
-            .into_iter()
-            .next(),
+        (None, Some(c)) => mc.stores.pcs.state().into_iter().find(|pc| {
+            pc.namespace().as_deref() == Some(ns.as_str()) && pc.labels().get(CLUSTER_NAME_LABEL) == Some(c)
+        }),
         (None, None) => None,
-    };
+    }
+    .map(|pc| mc.locations.latest.pick(pc));
     let settings = &ctx.settings.machine;
     if deleting {
-        let px = match &pc {
-            Some(pc) => proxmox_client(ctx, pc).await.ok(),
+        let view = match &pc {
+            Some(pc) => proxmox_client(&mc, pc).await.ok(),
             None => ctx.proxmox.global().cloned(),
-        };
-        let out = delete(
-            &ctx.client,
-            mc.ipam_version,
-            px.as_ref(),
-            pc.as_ref(),
-            settings,
-            &mut work,
-        )
-        .await?;
-        if out.finished {
-            work.finalizers_mut().retain(|f| f != MACHINE_FINALIZER);
-            persist_status(ctx, &pm, &work).await?;
-            persist_meta(ctx, &pm, &work).await?;
-            ctx.metrics.remove_machine(&ns, &pm.name_any());
-            publish(
-                &mc.recorder,
-                &pm,
-                false,
-                "Deleted",
-                "VM, bootstrap ISO and IP claims removed".into(),
-            )
-            .await;
-            return Ok(Action::await_change());
         }
-        record_phase(ctx, &work, "Deleting");
-        persist(ctx, &pm, &work).await?;
-        return Ok(action(
-            &mc,
-            &work,
-            out.next,
-            matches!(
-                out.step,
-                crate::machine::state::DeleteStep::PollTask
-                    | crate::machine::state::DeleteStep::WaitForUnlock(_)
-            ),
-            settings,
-        ));
+        .map(|c| mc.views.of(&c));
+        return delete_passes(&mc, pm, view.as_ref(), pc.as_ref()).await;
     }
     let Some(machine) = machine else {
         tracing::info!(object = %key(&pm), "Machine Controller has not yet set OwnerRef");
@@ -431,72 +461,123 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
     };
     if !has_finalizer {
         work.finalizers_mut().push(MACHINE_FINALIZER.to_owned());
-        persist_meta(ctx, &pm, &work).await?;
+        // Written with the reservation (before any Proxmox write); a machine that already has a
+        // VMID gets it at once.
+        if work.spec.virtual_machine_id.is_some() {
+            pm = persist_meta(&mc, &pm, &work).await?;
+            work = (*pm).clone();
+        }
     }
-    let proxmox = proxmox_client(ctx, &pc).await?;
+    let proxmox = proxmox_client(&mc, &pc).await?;
+    let view = mc.views.of(&proxmox);
     let inputs = PassInputs {
         kube: &ctx.client,
-        proxmox: &proxmox,
+        view: &view,
         machine: &machine,
         cluster_infrastructure_ready: cluster.infrastructure_provisioned,
         pc: &pc,
         settings,
         ipam_version: mc.ipam_version,
+        caches: &mc.stores,
+        locations: &mc.locations,
     };
-    let was_provisioned = pm.is_provisioned();
-    let outcome = provision(&inputs, &mut work).await?;
-    let phase = work
-        .condition(api::VIRTUAL_MACHINE_PROVISIONED_CONDITION)
-        .map(|c| c.reason.clone())
-        .unwrap_or_default();
-    record_phase(ctx, &work, &phase);
-    persist(ctx, &pm, &work).await?;
-    if let Some((reason, note)) = &outcome.warning {
-        publish(&mc.recorder, &pm, true, reason, note.clone()).await;
+    for pass in 1.. {
+        let was_provisioned = pm.is_provisioned();
+        let outcome = provision(&inputs, &mut work).await?;
+        let phase = work
+            .condition(api::VIRTUAL_MACHINE_PROVISIONED_CONDITION)
+            .map(|c| c.reason.clone())
+            .unwrap_or_default();
+        record_phase(ctx, &work, &phase);
+        pm = persist(&mc, &pm, &work).await?;
+        view.arm(&ObjectRef::from_obj(pm.as_ref()));
+        if let Some((reason, note)) = &outcome.warning {
+            publish(&mc.recorder, &pm, true, reason, note.clone()).await;
+        }
+        if !was_provisioned && work.is_provisioned() {
+            publish(
+                &mc.recorder,
+                &pm,
+                false,
+                api::PROVISIONED_REASON,
+                "VM is provisioned".into(),
+            )
+            .await;
+        }
+        if let Some(err) = &outcome.error {
+            ctx.metrics.reconcile_error(CONTROLLER, err.class());
+            let delay = mc.errors.next_jittered(
+                &key(&pm),
+                settings.task_poll_initial,
+                settings.task_poll_max.max(Duration::from_secs(60)),
+            );
+            tracing::warn!(object = %key(&pm), error = %err, retry_in = ?delay, "proxmoxmachine step failed");
+            return Ok(Action::requeue(delay));
+        }
+        mc.errors.reset(&key(&pm));
+        if outcome.next == Next::Now && pass < MAX_CHAINED_PASSES {
+            work = (*pm).clone();
+            continue;
+        }
+        return Ok(action(outcome.next, settings));
     }
-    if !was_provisioned && work.is_provisioned() {
-        publish(
-            &mc.recorder,
-            &pm,
-            false,
-            api::PROVISIONED_REASON,
-            "VM is provisioned".into(),
-        )
-        .await;
-    }
-    if let Some(err) = &outcome.error {
-        ctx.metrics.reconcile_error(CONTROLLER, err.class());
-        let delay = mc.errors.next_jittered(
-            &key(&pm),
-            settings.task_poll_initial,
-            settings.task_poll_max.max(Duration::from_secs(60)),
-        );
-        tracing::warn!(object = %key(&pm), error = %err, retry_in = ?delay, "proxmoxmachine step failed");
-        return Ok(Action::requeue(delay));
-    }
-    mc.errors.reset(&key(&pm));
-    let polling = matches!(outcome.step, Step::PollTask | Step::WaitForUnlock(_));
-    Ok(action(&mc, &work, outcome.next, polling, settings))
+    Ok(Action::await_change())
 }
 
-/// Turns a pass's `Next` into a controller action; task polls back off per task.
-fn action(mc: &MachineCtx, pm: &ProxmoxMachine, next: Next, polling: bool, s: &MachineSettings) -> Action {
-    let poll_key = format!(
-        "{}#{}",
-        key(pm),
-        pm.status
-            .as_ref()
-            .and_then(|st| st.task_ref.clone())
-            .unwrap_or_default()
-    );
-    if !polling {
-        mc.polls.reset(&poll_key);
+/// Deletion passes, several in a row while each says "go on now".
+async fn delete_passes(
+    mc: &MachineCtx,
+    mut pm: Arc<ProxmoxMachine>,
+    view: Option<&Arc<ProxmoxView>>,
+    pc: Option<&Arc<ProxmoxCluster>>,
+) -> Result<Action, MachineError> {
+    let ctx = &mc.ctx;
+    let ns = pm.namespace().unwrap_or_default();
+    let inputs = DeleteInputs {
+        kube: &ctx.client,
+        ipam_version: mc.ipam_version,
+        view,
+        pc,
+        settings: &ctx.settings.machine,
+        caches: &mc.stores,
+        locations: &mc.locations,
+    };
+    for pass in 1.. {
+        let mut work = (*pm).clone();
+        let out = delete(&inputs, &mut work).await?;
+        if out.finished {
+            work.finalizers_mut().retain(|f| f != MACHINE_FINALIZER);
+            pm = persist_status(mc, &pm, &work).await?;
+            persist_meta(mc, &pm, &work).await?;
+            ctx.metrics.remove_machine(&ns, &pm.name_any());
+            mc.latest.forget(&ObjectRef::from_obj(pm.as_ref()));
+            publish(
+                &mc.recorder,
+                &pm,
+                false,
+                "Deleted",
+                "VM, bootstrap ISO and IP claims removed".into(),
+            )
+            .await;
+            return Ok(Action::await_change());
+        }
+        record_phase(ctx, &work, "Deleting");
+        pm = persist(mc, &pm, &work).await?;
+        if let Some(view) = view {
+            view.arm(&ObjectRef::from_obj(pm.as_ref()));
+        }
+        if out.next == Next::Now && pass < MAX_CHAINED_PASSES {
+            continue;
+        }
+        return Ok(action(out.next, &ctx.settings.machine));
     }
+    Ok(Action::await_change())
+}
+
+/// Turns a pass's `Next` into a controller action.
+fn action(next: Next, s: &MachineSettings) -> Action {
     match next {
         Next::Now => Action::requeue(Duration::from_millis(1)),
-        Next::After(_) if polling => {
-            Action::requeue(mc.polls.next(&poll_key, s.task_poll_initial, s.task_poll_max))
-        }
         Next::After(d) => Action::requeue(d),
         Next::Watch => Action::requeue(s.resync),
     }
@@ -521,19 +602,28 @@ fn set_paused(pm: &mut ProxmoxMachine, cluster_paused: bool, paused: bool) {
     conditions::set(list, &desired, generation, &crate::machine::now());
 }
 
-async fn persist(ctx: &Context, old: &ProxmoxMachine, new: &ProxmoxMachine) -> Result<(), MachineError> {
-    persist_meta(ctx, old, new).await?;
-    persist_status(ctx, old, new).await
+/// Writes metadata/spec and status changes; returns the newest copy (what the last write returned).
+async fn persist(
+    mc: &MachineCtx,
+    old: &Arc<ProxmoxMachine>,
+    new: &ProxmoxMachine,
+) -> Result<Arc<ProxmoxMachine>, MachineError> {
+    let after_meta = persist_meta(mc, old, new).await?;
+    persist_status(mc, &after_meta, new).await
 }
 
 /// Patches labels, finalizers, `spec.virtualMachineID` and `spec.providerID` when they changed.
-async fn persist_meta(ctx: &Context, old: &ProxmoxMachine, new: &ProxmoxMachine) -> Result<(), MachineError> {
+async fn persist_meta(
+    mc: &MachineCtx,
+    old: &Arc<ProxmoxMachine>,
+    new: &ProxmoxMachine,
+) -> Result<Arc<ProxmoxMachine>, MachineError> {
     let same = old.labels() == new.labels()
         && old.finalizers() == new.finalizers()
         && old.spec.virtual_machine_id == new.spec.virtual_machine_id
         && old.spec.provider_id == new.spec.provider_id;
     if same {
-        return Ok(());
+        return Ok(Arc::clone(old));
     }
     let body = json!({
         "metadata": {
@@ -545,13 +635,18 @@ async fn persist_meta(ctx: &Context, old: &ProxmoxMachine, new: &ProxmoxMachine)
             "providerID": new.spec.provider_id,
         }
     });
-    let api: Api<ProxmoxMachine> = Api::namespaced(ctx.client.clone(), &old.namespace().unwrap_or_default());
+    let api: Api<ProxmoxMachine> =
+        Api::namespaced(mc.ctx.client.clone(), &old.namespace().unwrap_or_default());
     match api
         .patch(&old.name_any(), &PatchParams::default(), &Patch::Merge(&body))
         .await
     {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Ok(mut written) => {
+            watches::trim_meta(&mut written.metadata);
+            mc.latest.record(written.clone());
+            Ok(Arc::new(written))
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Arc::clone(old)),
         Err(e) => Err(MachineError::kube(format!(
             "patching ProxmoxMachine {}",
             key(old)
@@ -559,27 +654,32 @@ async fn persist_meta(ctx: &Context, old: &ProxmoxMachine, new: &ProxmoxMachine)
     }
 }
 
-/// Merge-patches the whole status when it changed.
+/// Merge-patches the status when it changed.
 async fn persist_status(
-    ctx: &Context,
-    old: &ProxmoxMachine,
+    mc: &MachineCtx,
+    old: &Arc<ProxmoxMachine>,
     new: &ProxmoxMachine,
-) -> Result<(), MachineError> {
+) -> Result<Arc<ProxmoxMachine>, MachineError> {
     if old.status == new.status {
-        return Ok(());
+        return Ok(Arc::clone(old));
     }
     // A merge patch of the new status alone cannot clear fields (`None` is not serialised), so a
     // cleared `taskRef` or `retryAfter` would come back on the next read: send the difference,
     // with `null` for every removed field.
     let to_value = |pm: &ProxmoxMachine| serde_json::to_value(&pm.status).unwrap_or(Value::Null);
     let body = json!({ "status": merge_diff(&to_value(old), &to_value(new)) });
-    let api: Api<ProxmoxMachine> = Api::namespaced(ctx.client.clone(), &old.namespace().unwrap_or_default());
+    let api: Api<ProxmoxMachine> =
+        Api::namespaced(mc.ctx.client.clone(), &old.namespace().unwrap_or_default());
     match api
         .patch_status(&old.name_any(), &PatchParams::default(), &Patch::Merge(&body))
         .await
     {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Ok(mut written) => {
+            watches::trim_meta(&mut written.metadata);
+            mc.latest.record(written.clone());
+            Ok(Arc::new(written))
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Arc::clone(old)),
         Err(e) => Err(MachineError::kube(format!(
             "patching status of ProxmoxMachine {}",
             key(old)
@@ -656,26 +756,5 @@ mod tests {
             json!({"taskRef": null, "initialization": {"provisioned": true}, "conditions": [1, 2]})
         );
         assert_eq!(merge_diff(&Value::Null, &json!({"a": 1})), json!({"a": 1}));
-    }
-
-    #[test]
-    fn claim_names_map_back_to_machines() {
-        assert_eq!(machine_of_claim("m1-net0-00-inet"), Some("m1"));
-        assert_eq!(machine_of_claim("my-cp-abc12-net12-03-inet"), Some("my-cp-abc12"));
-        assert_eq!(machine_of_claim("m1-net0-0-inet"), None);
-        assert_eq!(machine_of_claim("m1-eth0-00-inet"), None);
-        assert_eq!(machine_of_claim("net0-00-inet"), None);
-        assert_eq!(machine_of_claim("m1-net0-00"), None);
-    }
-
-    #[test]
-    fn machines_map_to_their_infrastructure_ref() {
-        let ar = ApiResource::erase::<capmox_api::capi::v1beta2::Machine>(&());
-        let mut m = DynamicObject::new("m", &ar);
-        m.metadata.namespace = Some("ns".into());
-        m.data = json!({"spec": {"infrastructureRef": {"apiGroup": GROUP, "kind": "ProxmoxMachine", "name": "pm"}}});
-        assert_eq!(machine_to_pm(&m), Some(ObjectRef::new("pm").within("ns")));
-        m.data = json!({"spec": {"infrastructureRef": {"apiGroup": "other", "kind": "ProxmoxMachine", "name": "pm"}}});
-        assert_eq!(machine_to_pm(&m), None);
     }
 }
