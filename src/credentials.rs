@@ -151,6 +151,19 @@ pub struct ProxmoxClients {
     observer: Arc<dyn RequestObserver>,
     cache: Mutex<HashMap<(String, String), CachedClient>>,
     built: AtomicU64,
+    resources: Mutex<HashMap<String, Arc<ResourceList>>>,
+}
+
+/// The `/cluster/resources` list of one Proxmox cluster as the manager's controllers share it.
+pub type ResourceList = crate::machine::view::shared::Shared<crate::machine::view::Snapshot>;
+
+/// The key of what a client sees: its endpoint and user.
+pub fn client_key(client: &Client) -> String {
+    let user = match &client.config().credentials {
+        proxmox::Credentials::Token { token_id, .. } => token_id.clone(),
+        proxmox::Credentials::Password { username, .. } => username.clone(),
+    };
+    format!("{} {user}", client.base_url())
 }
 
 impl std::fmt::Debug for ProxmoxClients {
@@ -171,7 +184,20 @@ impl ProxmoxClients {
             observer,
             cache: Mutex::new(HashMap::new()),
             built: AtomicU64::new(0),
+            resources: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The shared `/cluster/resources` list of the Proxmox cluster `client` talks to (one per
+    /// endpoint and user, shared by both controllers).
+    pub fn resources(&self, client: &Client) -> Arc<ResourceList> {
+        Arc::clone(
+            self.resources
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .entry(client_key(client))
+                .or_default(),
+        )
     }
 
     /// The manager-wide client, when the manager was started with credentials.

@@ -252,6 +252,19 @@ fn bootstrap_isos(sim: &pve_sim::SimServer) -> usize {
         .count()
 }
 
+/// VMs still carrying their bootstrap ISO or its tag (the ISO removal is not over).
+fn vms_with_bootstrap(sim: &pve_sim::SimServer) -> usize {
+    sim.state().with(|c| {
+        c.vms
+            .values()
+            .filter(|v| {
+                let get = |k: &str| v.config.get(k).map(String::as_str).unwrap_or_default();
+                get("tags").contains("cloud-init") || get("ide0").contains("user-data-")
+            })
+            .count()
+    })
+}
+
 /// Machines that failed for good (`VMProvisionFailed` without a retry time), as error lines.
 fn failures(pms: &[Arc<ProxmoxMachine>]) -> Vec<String> {
     pms.iter()
@@ -371,7 +384,7 @@ async fn measure(opts: &BenchOptions, spec: RunSpec, rig: &Rig, floor: f64) -> R
             if makespan.is_none() && done == n && pms.len() == n {
                 makespan = Some(created.elapsed().as_secs_f64());
             }
-            if makespan.is_some() && bootstrap_isos(&rig.sim) == 0 {
+            if makespan.is_some() && bootstrap_isos(&rig.sim) == 0 && vms_with_bootstrap(&rig.sim) == 0 {
                 break (makespan.unwrap_or_default(), created.elapsed().as_secs_f64());
             }
             let failed = failures(&pms);

@@ -216,7 +216,8 @@ async fn normal_steps(
     ctx.metrics.set_cluster_connected(&ns, &name, true);
     if refresh_inventory {
         let allowed = pc.spec.allowed_nodes.as_deref().unwrap_or_default();
-        match inventory::collect(&client, allowed).await {
+        let max_age = settings.inventory_interval / 2;
+        match inventory::collect(&ctx.proxmox, &client, allowed, max_age).await {
             Ok(inv) => status.node_inventory = (!inv.is_empty()).then_some(inv),
             Err(e) => {
                 tracing::warn!(namespace = %ns, name = %name, error = %e, "node inventory refresh failed")

@@ -188,8 +188,28 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         |m: &PartialObjectMeta<ProxmoxMachine>| hash_of(m.metadata.deletion_timestamp.is_some()),
         |_| false,
     );
-    let controller = Controller::new(pcs, wc.clone());
-    let store = controller.store();
+    // The ProxmoxClusters themselves trigger on what a reconcile reads of them — spec
+    // (generation), metadata and deletion — not on status writes (the machine controller writes
+    // `status.nodeLocations` with every reservation).
+    let (store, pc_writer) = kube::runtime::reflector::store::<ProxmoxCluster>();
+    let pc_events = changes(
+        watcher(pcs, wc.clone()).default_backoff().reflect(pc_writer),
+        |pc: &ProxmoxCluster| {
+            hash_of((
+                pc.metadata.generation,
+                pc.labels().iter().collect::<Vec<_>>(),
+                pc.annotations().iter().collect::<Vec<_>>(),
+                pc.finalizers(),
+                pc.owner_references()
+                    .iter()
+                    .map(|o| o.uid.clone())
+                    .collect::<Vec<_>>(),
+                pc.metadata.deletion_timestamp.is_some(),
+            ))
+        },
+        |_| true,
+    );
+    let controller = Controller::for_stream(pc_events, store.clone());
     let (s1, s2, s3) = (store.clone(), store.clone(), store);
     controller
         .watches_stream_with(cluster_events, move |c| cluster_to_pcs(&c, &s1), cluster_ar)

@@ -176,7 +176,11 @@ pub async fn check(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRes
         }
     }
     if !skip_cloud_init {
-        let likely_done = env.view.guests.likely_done(Duration::from_secs(vm.uptime_secs));
+        let uptime = Duration::from_secs(vm.uptime_secs);
+        if !env.view.guests.should_look(&env.machine_ref, booted, uptime) {
+            return Ok(not_yet(env, vm, booted, agent_late, s.agent_timeout));
+        }
+        let likely_done = env.view.guests.likely_done(uptime);
         match cloud_init_status(env.view, vm, s, likely_done).await? {
             CloudInit::AgentNotReady => {
                 return Ok(not_yet(env, vm, booted, agent_late, s.agent_timeout));

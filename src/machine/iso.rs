@@ -41,6 +41,9 @@ pub async fn present(
     vmid: u32,
     fresh: Freshness,
 ) -> Result<bool, MachineError> {
+    // A listing read before this controller's last write to the VM (or before its last task
+    // ended) may not show what that did.
+    let fresh = fresh.after(view.last_write(vmid));
     Ok(view
         .isos(node, storage, fresh)
         .await?
@@ -67,6 +70,7 @@ pub async fn upload(
             volid(storage, vmid)
         )))?;
     view.started(upid.as_str(), vmid);
+    view.iso_is_at(vmid, node, storage);
     Ok(upid)
 }
 

@@ -3,7 +3,7 @@
 //! `resourceVersion`, which the API server makes comparable for one object: etcd revisions).
 //! A reconcile therefore never needs a fresh GET to see its own last write.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use kube::Resource;
@@ -14,15 +14,21 @@ pub fn resource_version<K: Resource>(obj: &K) -> Option<u64> {
     obj.meta().resource_version.as_deref()?.parse().ok()
 }
 
-/// Objects as this controller last wrote them.
+/// How many expected states of one object are remembered.
+const EXPECTED: usize = 4;
+
+/// Objects as this controller last wrote them, and the states its writes in flight will produce
+/// (so their watch events are recognised as its own even when they arrive before the answer).
 pub struct Latest<K: Resource> {
     written: Mutex<HashMap<ObjectRef<K>, Arc<K>>>,
+    expected: Mutex<HashMap<ObjectRef<K>, VecDeque<u64>>>,
 }
 
 impl<K: Resource> Default for Latest<K> {
     fn default() -> Self {
         Self {
             written: Mutex::new(HashMap::new()),
+            expected: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -74,6 +80,42 @@ where
     /// Forgets `obj` (deleted).
     pub fn forget(&self, obj: &ObjectRef<K>) {
         self.map().remove(obj);
+        self.expected
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(obj);
+    }
+
+    /// A write about to be sent will leave `obj` in a state with `fingerprint`.
+    pub fn expect(&self, obj: &ObjectRef<K>, fingerprint: u64) {
+        let mut m = self
+            .expected
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let q = m.entry(obj.clone()).or_default();
+        if q.len() == EXPECTED {
+            q.pop_front();
+        }
+        q.push_back(fingerprint);
+    }
+
+    /// Whether a state with `fingerprint` of `obj` is one this controller's writes produced
+    /// (each expected state is recognised once).
+    pub fn is_expected(&self, obj: &ObjectRef<K>, fingerprint: u64) -> bool {
+        let mut m = self
+            .expected
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(q) = m.get_mut(obj) else {
+            return false;
+        };
+        match q.iter().position(|f| *f == fingerprint) {
+            Some(i) => {
+                q.remove(i);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The resourceVersion this controller last wrote for `obj`.
@@ -93,6 +135,21 @@ mod tests {
             "data": {"v": data}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn expected_states_are_recognised_once() {
+        let latest: Latest<ConfigMap> = Latest::default();
+        let r = ObjectRef::new("a").within("ns");
+        latest.expect(&r, 7);
+        assert!(!latest.is_expected(&r, 8));
+        assert!(latest.is_expected(&r, 7));
+        assert!(!latest.is_expected(&r, 7));
+        for f in 0..10 {
+            latest.expect(&r, f);
+        }
+        assert!(!latest.is_expected(&r, 0), "only the last few are kept");
+        assert!(latest.is_expected(&r, 9));
     }
 
     #[test]

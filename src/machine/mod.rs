@@ -64,7 +64,7 @@ impl Default for MachineSettings {
         Self {
             concurrency: None,
             task_poll_initial: Duration::from_millis(250),
-            task_poll_max: Duration::from_secs(10),
+            task_poll_max: Duration::from_secs(30),
             observe_interval: Duration::from_secs(1),
             retry_delay: Duration::from_secs(60),
             agent_timeout: Duration::from_secs(10 * 60),

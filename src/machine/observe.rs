@@ -88,6 +88,13 @@ pub async fn task_look(
         let (_, snap) = view.snapshot(fresh.after(view.last_write(vmid))).await?;
         seen = expect.met(snap.vm(vmid));
     }
+    // A task whose effect can be seen and does not show yet, while it is not overdue, still
+    // runs: its status is asked for only when it is overdue (to notice a failure).
+    let visible = effect_seen.is_some() || effect_of(&upid.task_type).is_some();
+    let overdue = (view.timing.estimate(&key) * 2).min(view.settings().look_max);
+    if !seen && visible && age < overdue {
+        return Ok(Some(look(TaskFacts::Running)));
+    }
     // A start is confirmed by its task even when the VM runs: Proxmox may report a failed start
     // of a VM that runs anyway, which is worth a warning (capmox keeps going in that case too).
     let confirm = matches!(upid.task_type.as_str(), "qmstart" | "qmresume");

@@ -62,42 +62,59 @@ fn remaining_retry(pm: &ProxmoxMachine) -> Option<std::time::Duration> {
     super::until(at)
 }
 
+/// Where the ISO an import or deletion recorded in `task_ref` works on lives: remembered by the
+/// view, else (an import) the storage the machine's ISO goes to.
+async fn iso_task_location(
+    inp: &PassInputs<'_>,
+    pm: &ProxmoxMachine,
+    upid: &crate::proxmox::Upid,
+    vmid: u32,
+    fresh: Freshness,
+) -> Result<Option<(String, String)>, MachineError> {
+    if let Some(at) = inp.view.iso_at(vmid) {
+        return Ok(Some(at));
+    }
+    if upid.task_type != "imgcopy" {
+        return Ok(None);
+    }
+    let (_, snap) = inp.view.snapshot(fresh).await?;
+    Ok(
+        iso::choose_storage(&snap, &upid.node, pm.spec.cloud_init_storage.as_deref())
+            .ok()
+            .map(|s| (upid.node.clone(), s)),
+    )
+}
+
 /// Whether the ISO task recorded in `task_ref` shows its effect in the storage listing (`None`:
-/// not an ISO task, or its ISO cannot be located).
+/// not an ISO task), and where its ISO lives.
 async fn iso_task_effect(
     inp: &PassInputs<'_>,
     pm: &ProxmoxMachine,
     task_ref: Option<&str>,
     fresh: Freshness,
-) -> Result<Option<bool>, MachineError> {
+) -> Result<(Option<bool>, Option<(String, String)>), MachineError> {
     let (Some(upid), Some(vmid)) = (
         task_ref.and_then(|t| crate::proxmox::Upid::parse(t).ok()),
         recorded_vmid(pm),
     ) else {
-        return Ok(None);
+        return Ok((None, None));
     };
-    let fresh = fresh.after(inp.view.last_write(vmid));
-    match upid.task_type.as_str() {
-        "imgcopy" => {
-            let (_, snap) = inp.view.snapshot(fresh).await?;
-            let Ok(storage) = iso::choose_storage(&snap, &upid.node, pm.spec.cloud_init_storage.as_deref())
-            else {
-                return Ok(None);
-            };
-            Ok(Some(
-                iso::present(inp.view, &upid.node, &storage, vmid, fresh).await?,
-            ))
-        }
-        "imgdel" => {
-            let (_, snap) = inp.view.snapshot(fresh).await?;
-            Ok(Some(
-                iso::find(inp.view, &snap, &upid.node, vmid, fresh)
-                    .await?
-                    .is_none(),
-            ))
-        }
-        _ => Ok(None),
+    if !iso::is_iso_task(&upid.task_type) {
+        return Ok((None, None));
     }
+    let fresh = fresh.after(inp.view.last_write(vmid));
+    let at = iso_task_location(inp, pm, &upid, vmid, fresh).await?;
+    let seen = match (&at, upid.task_type.as_str()) {
+        (Some((node, storage)), "imgcopy") => iso::present(inp.view, node, storage, vmid, fresh).await?,
+        (Some((node, storage)), _) => !iso::present(inp.view, node, storage, vmid, fresh).await?,
+        (None, _) => {
+            let (_, snap) = inp.view.snapshot(fresh).await?;
+            iso::find(inp.view, &snap, &upid.node, vmid, fresh)
+                .await?
+                .is_none()
+        }
+    };
+    Ok((Some(seen), at))
 }
 
 /// Runs one provisioning pass on `pm` (a working copy that receives every spec/status change).
@@ -108,9 +125,13 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
     let vmid = recorded_vmid(pm);
     let provisioned = st.initialization.as_ref().and_then(|i| i.provisioned) == Some(true);
     let bootstrap_provided = st.bootstrap_data_provided == Some(true);
-    // Provisioned machines are only looked at by the safety resync: any list of that age will do.
+    // Provisioned machines are only looked at by the safety resync: any list of that age will
+    // do. A started VM waiting for its guest changes little: a list a few guest checks old will
+    // do (the guest agent tells when it stopped).
     let max_age = if provisioned {
         inp.settings.resync
+    } else if bootstrap_provided && st.task_ref.is_none() {
+        inp.settings.observe_interval.max(inp.settings.guest_poll * 6)
     } else {
         inp.settings.observe_interval
     };
@@ -123,10 +144,12 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
             t.to_owned()
         }
     };
-    let effect = iso_task_effect(inp, pm, st.task_ref.as_deref(), fresh).await?;
+    let (effect, iso_at) = iso_task_effect(inp, pm, st.task_ref.as_deref(), fresh).await?;
     let look: Option<TaskLook> =
         observe::task_look(inp.view, st.task_ref.as_deref(), vmid, fresh, key, effect).await?;
     let task = look.as_ref().map(|l| l.facts.clone());
+    // A task that ended counts as a write: what is read from here on must be newer.
+    let fresh = inp.view.freshness(vmid, max_age);
     if task == Some(TaskFacts::Succeeded) {
         pm.status.get_or_insert_with(Default::default).task_ref = None;
     }
@@ -218,7 +241,14 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
     if step == Step::PollTask
         && let Some(l) = &look
     {
-        result.next = steps::wait_for_task(&env, vmid, &l.task_type, &key(&l.task_type), l.age);
+        result.next = steps::wait_for_task(
+            &env,
+            vmid,
+            &l.task_type,
+            &key(&l.task_type),
+            l.age,
+            iso_at.clone(),
+        );
     }
     // A retried failure records when it may be retried, so the next pass waits instead of
     // repeating it, and a failure without one is recognisably terminal.

@@ -239,6 +239,21 @@ impl Step {
         })
     }
 
+    /// Whether the status this step changes may be written together with the next step's: it
+    /// records nothing a later Proxmox write depends on surviving a crash (repeating the step is
+    /// harmless; the VMID of a reservation is spec, written at once).
+    pub fn status_can_wait(&self) -> bool {
+        matches!(
+            self,
+            Self::ReserveVm
+                | Self::ForgetTask
+                | Self::ForgetVmid { .. }
+                | Self::DeliverBootstrapData
+                | Self::CheckGuest
+                | Self::RemoveBootstrapIso
+        )
+    }
+
     /// Whether this step writes to Proxmox (the controller persists status before and after those).
     pub fn writes_to_proxmox(&self) -> bool {
         matches!(

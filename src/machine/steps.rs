@@ -21,6 +21,7 @@ use super::locations::Locations;
 use super::observe::effect_of;
 use super::placement;
 use super::state::{Failure, Step, VmFacts};
+use super::view::watch::Expect;
 use super::view::{Freshness, ProxmoxView, timing};
 use super::{MachineSettings, iso};
 use crate::bootstrap::{
@@ -142,19 +143,26 @@ pub(super) fn status(pm: &mut ProxmoxMachine) -> &mut api::ProxmoxMachineStatus 
     pm.status.get_or_insert_with(Default::default)
 }
 
-/// When to look at a task of `task_type` (timing key `key`) that has run for `age` again; a
-/// task whose effect shows in the shared list also makes the view wake the machine when it does
-/// (the returned delay is then only a safety net).
+/// When to look at a task of `task_type` (timing key `key`) that has run for `age` again. A task
+/// whose effect shows in the shared VM list — or, for ISO imports and deletions, in the listing
+/// of `iso` (`(node, storage)`) — also makes the view wake the machine when it does (the
+/// returned delay is then only a safety net).
 pub fn wait_for_task(
     env: &StepEnv<'_>,
     vmid: Option<u32>,
     task_type: &str,
     key: &str,
     age: Duration,
+    iso: Option<(String, String)>,
 ) -> Next {
     let s = env.settings;
     let look = env.view.next_look(key, age);
-    match (effect_of(task_type), vmid) {
+    let expect = match (task_type, iso) {
+        ("imgcopy", Some((node, storage))) => Some(Expect::IsoPresent { node, storage }),
+        ("imgdel", Some((node, storage))) => Some(Expect::IsoGone { node, storage }),
+        _ => effect_of(task_type),
+    };
+    match (expect, vmid) {
         (Some(expect), Some(vmid)) => {
             env.view.expect(vmid, env.machine_ref.clone(), expect, key, age);
             Next::After(look * 3 + s.task_poll_max)
@@ -163,12 +171,19 @@ pub fn wait_for_task(
     }
 }
 
-/// Records a task this pass started so the next passes wait for it instead of repeating the call.
-pub fn record_task(pm: &mut ProxmoxMachine, env: &StepEnv<'_>, vmid: u32, upid: &Upid) -> Next {
+/// Records a task this pass started so the next passes wait for it instead of repeating the
+/// call (`iso`: where the ISO an import or deletion works on lives).
+pub fn record_task(
+    pm: &mut ProxmoxMachine,
+    env: &StepEnv<'_>,
+    vmid: u32,
+    upid: &Upid,
+    iso: Option<(String, String)>,
+) -> Next {
     env.view.started(upid.as_str(), vmid);
     status(pm).task_ref = Some(upid.to_string());
     let key = env.timing_key(pm, &upid.task_type);
-    wait_for_task(env, Some(vmid), &upid.task_type, &key, Duration::ZERO)
+    wait_for_task(env, Some(vmid), &upid.task_type, &key, Duration::ZERO, iso)
 }
 
 /// Runs `step` against Proxmox and Kubernetes, recording its results on `pm`.
@@ -190,7 +205,7 @@ pub async fn execute(
             let vm = env.vm()?;
             let next = if lock == "clone" {
                 let key = env.timing_key(pm, "qmclone");
-                wait_for_task(env, Some(vm.vmid), "qmclone", &key, Duration::ZERO)
+                wait_for_task(env, Some(vm.vmid), "qmclone", &key, Duration::ZERO, None)
             } else {
                 Next::After(s.task_poll_max)
             };
@@ -235,7 +250,7 @@ pub async fn execute(
             // (a failed task makes the next pass read it again).
             env.view.config_updated(vm.vmid, update);
             StepResult::next(match upid {
-                Some(upid) => record_task(pm, env, vm.vmid, &upid),
+                Some(upid) => record_task(pm, env, vm.vmid, &upid, None),
                 None => Next::Now,
             })
         }
@@ -252,7 +267,7 @@ pub async fn execute(
                 )))?;
             env.view.forget_config(vm.vmid);
             StepResult::next(match upid {
-                Some(upid) => record_task(pm, env, vm.vmid, &upid),
+                Some(upid) => record_task(pm, env, vm.vmid, &upid, None),
                 None => Next::Now,
             })
         }
@@ -270,10 +285,10 @@ pub async fn execute(
                 client.start_vm(&vm.node, vm.vmid, &StartRequest::default()).await
             }
             .map_err(MachineError::proxmox(format!("starting VM {}", vm.vmid)))?;
-            StepResult::next(record_task(pm, env, vm.vmid, &upid))
+            StepResult::next(record_task(pm, env, vm.vmid, &upid, None))
         }
         Step::CheckGuest => super::guest::check(env, pm).await?,
-        Step::RemoveBootstrapIso => remove_iso(env, pm).await?,
+        Step::RemoveBootstrapIso => remove_iso(env).await?,
         Step::Fail(f) => {
             if let Some(delay) = f.retry_after {
                 status(pm).retry_after = Some(super::later(delay));
@@ -346,7 +361,7 @@ async fn clone(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepResult,
     env.view.forget_config(vmid);
     env.view.wrote(vmid);
     match result {
-        Ok(upid) => Ok(StepResult::next(record_task(pm, env, vmid, &upid))),
+        Ok(upid) => Ok(StepResult::next(record_task(pm, env, vmid, &upid, None))),
         // Someone (or an interrupted earlier pass) created the VMID meanwhile: look again.
         Err(e) if e.class() == ErrorClass::AlreadyExists => Ok(StepResult::next(Next::Now)),
         Err(e) if e.is_retryable() => Err(MachineError::proxmox(format!(
@@ -563,7 +578,8 @@ async fn deliver_bootstrap(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result
             Err(result) => return Ok(result),
         };
         let upid = iso::upload(env.view, &vm.node, &storage, vm.vmid, image).await?;
-        return Ok(StepResult::next(record_task(pm, env, vm.vmid, &upid))
+        let at = Some((vm.node.clone(), storage.clone()));
+        return Ok(StepResult::next(record_task(pm, env, vm.vmid, &upid, at))
             .with_message(format!("uploading {}", iso::volid(&storage, vm.vmid))));
     }
     let ip_tags = env
@@ -581,14 +597,16 @@ async fn deliver_bootstrap(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result
             vm.vmid
         )))?;
     env.view.config_updated(vm.vmid, &update);
+    env.view.iso_is_at(vm.vmid, &vm.node, &storage);
     status(pm).bootstrap_data_provided = Some(true);
     Ok(StepResult::next(Next::Now))
 }
 
-/// The node joined: the bootstrap ISO is deleted first (a task the next pass waits for) while the
+/// The node joined: the bootstrap ISO is deleted first (a task the view wakes the machine for;
+/// it is not recorded in the status: after a crash the ISO is simply deleted again) while the
 /// VM keeps its `go-proxmox+cloud-init` tag, so a crash comes back here; then one config write
 /// detaches it and drops the tag.
-async fn remove_iso(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepResult, MachineError> {
+async fn remove_iso(env: &StepEnv<'_>) -> Result<StepResult, MachineError> {
     let vm = env.vm()?;
     let view = env.view;
     let config = view.config(&vm.node, vm.vmid).await?.ok_or_else(|| {
@@ -596,11 +614,18 @@ async fn remove_iso(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRe
     })?;
     let file = bootstrap::iso_file_name(u64::from(vm.vmid));
     let attached = config.ide0.as_deref().filter(|v| v.contains(&file));
-    // The attached volume names its storage; otherwise look on every ISO storage of the node.
-    let found = match attached
-        .and_then(|v| v.split_once(':'))
-        .map(|(s, _)| s.to_owned())
-    {
+    // Where the ISO is: known to the view, named by the attached volume, or looked for on every
+    // ISO storage of the node.
+    let known = view
+        .iso_at(vm.vmid)
+        .filter(|(node, _)| *node == vm.node)
+        .map(|(_, s)| s)
+        .or_else(|| {
+            attached
+                .and_then(|v| v.split_once(':'))
+                .map(|(s, _)| s.to_owned())
+        });
+    let found = match known {
         Some(storage) if iso::present(view, &vm.node, &storage, vm.vmid, env.fresh).await? => {
             Some(super::state::IsoLocation {
                 node: vm.node.clone(),
@@ -614,11 +639,28 @@ async fn remove_iso(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRe
             iso::find(view, &snap, &vm.node, vm.vmid, env.fresh).await?
         }
     };
-    if let Some(found) = found
-        && let Some(upid) = iso::delete(view, vm.vmid, &found).await?
-    {
-        return Ok(StepResult::next(record_task(pm, env, vm.vmid, &upid))
-            .with_message(format!("deleting {}", found.volid)));
+    if let Some(found) = found {
+        view.iso_is_at(vm.vmid, &found.node, &found.storage);
+        let at = Some((found.node.clone(), found.storage.clone()));
+        // A deletion of this controller still runs: wait for it instead of deleting again.
+        if let Some(upid) = view.iso_deletion_of(vm.vmid) {
+            let age = Upid::parse(&upid).map_or(Duration::ZERO, |u| view.task_age(&upid, u.starttime));
+            if age < (view.timing.estimate("imgdel") * 3).max(env.settings.task_poll_max) {
+                let next = wait_for_task(env, Some(vm.vmid), "imgdel", "imgdel", age, at);
+                return Ok(StepResult::next(next));
+            }
+        }
+        if let Some(upid) = iso::delete(view, vm.vmid, &found).await? {
+            view.iso_deletion(vm.vmid, Some(upid.as_str()));
+            let next = wait_for_task(env, Some(vm.vmid), "imgdel", "imgdel", Duration::ZERO, at);
+            return Ok(StepResult::next(next));
+        }
+    }
+    if let Some(upid) = view.iso_deletion_of(vm.vmid) {
+        if let Some(took) = view.finished(&upid) {
+            view.task_done("imgdel", took);
+        }
+        view.iso_deletion(vm.vmid, None);
     }
     let mut update = ConfigUpdate::new();
     if attached.is_some() {

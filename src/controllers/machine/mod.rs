@@ -448,7 +448,7 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
             Some(pc) => proxmox_client(&mc, pc).await.ok(),
             None => ctx.proxmox.global().cloned(),
         }
-        .map(|c| mc.views.of(&c));
+        .map(|c| mc.views.of(&ctx.proxmox, &c));
         return delete_passes(&mc, pm, view.as_ref(), pc.as_ref()).await;
     }
     let Some(machine) = machine else {
@@ -469,7 +469,7 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
         }
     }
     let proxmox = proxmox_client(&mc, &pc).await?;
-    let view = mc.views.of(&proxmox);
+    let view = mc.views.of(&ctx.proxmox, &proxmox);
     let inputs = PassInputs {
         kube: &ctx.client,
         view: &view,
@@ -489,6 +489,16 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
             .map(|c| c.reason.clone())
             .unwrap_or_default();
         record_phase(ctx, &work, &phase);
+        let go_on = outcome.next == Next::Now && pass < MAX_CHAINED_PASSES && outcome.error.is_none();
+        if go_on && outcome.step.status_can_wait() {
+            // Metadata and spec (a reserved VMID) now; the status with the next step's.
+            pm = persist_meta(&mc, &pm, &work).await?;
+            view.arm(&ObjectRef::from_obj(pm.as_ref()));
+            if let Some((reason, note)) = &outcome.warning {
+                publish(&mc.recorder, &pm, true, reason, note.clone()).await;
+            }
+            continue;
+        }
         pm = persist(&mc, &pm, &work).await?;
         view.arm(&ObjectRef::from_obj(pm.as_ref()));
         if let Some((reason, note)) = &outcome.warning {
@@ -506,11 +516,9 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
         }
         if let Some(err) = &outcome.error {
             ctx.metrics.reconcile_error(CONTROLLER, err.class());
-            let delay = mc.errors.next_jittered(
-                &key(&pm),
-                settings.task_poll_initial,
-                settings.task_poll_max.max(Duration::from_secs(60)),
-            );
+            let delay =
+                mc.errors
+                    .next_jittered(&key(&pm), settings.task_poll_initial, error_backoff_cap(settings));
             tracing::warn!(object = %key(&pm), error = %err, retry_in = ?delay, "proxmoxmachine step failed");
             return Ok(Action::requeue(delay));
         }
@@ -625,6 +633,16 @@ async fn persist_meta(
     if same {
         return Ok(Arc::clone(old));
     }
+    // The state this write leaves: the old object with the new metadata and spec.
+    let mut expected = (**old).clone();
+    expected.metadata.labels.clone_from(&new.metadata.labels);
+    expected.metadata.finalizers = Some(new.finalizers().to_vec());
+    expected.spec.virtual_machine_id = new.spec.virtual_machine_id;
+    expected.spec.provider_id.clone_from(&new.spec.provider_id);
+    mc.latest.expect(
+        &ObjectRef::from_obj(old.as_ref()),
+        watches::pm_fingerprint(&expected),
+    );
     let body = json!({
         "metadata": {
             "labels": new.metadata.labels,
@@ -668,6 +686,12 @@ async fn persist_status(
     // with `null` for every removed field.
     let to_value = |pm: &ProxmoxMachine| serde_json::to_value(&pm.status).unwrap_or(Value::Null);
     let body = json!({ "status": merge_diff(&to_value(old), &to_value(new)) });
+    let mut expected = (**old).clone();
+    expected.status.clone_from(&new.status);
+    mc.latest.expect(
+        &ObjectRef::from_obj(old.as_ref()),
+        watches::pm_fingerprint(&expected),
+    );
     let api: Api<ProxmoxMachine> =
         Api::namespaced(mc.ctx.client.clone(), &old.namespace().unwrap_or_default());
     match api
@@ -730,14 +754,19 @@ async fn publish(recorder: &Recorder, pm: &ProxmoxMachine, warning: bool, reason
     }
 }
 
+/// The longest a machine waits after a streak of errors: the longest task poll, at least 10 s
+/// (faults come in bursts; a machine that failed a few times in a row must not sit out a
+/// minute once Proxmox answers again — the shared list keeps the request rate low anyway).
+fn error_backoff_cap(s: &crate::machine::MachineSettings) -> Duration {
+    s.task_poll_max.max(Duration::from_secs(10))
+}
+
 fn error_policy(pm: Arc<ProxmoxMachine>, err: &MachineError, mc: Arc<MachineCtx>) -> Action {
     let s = &mc.ctx.settings.machine;
     mc.ctx.metrics.reconcile_error(CONTROLLER, err.class());
-    let delay = mc.errors.next_jittered(
-        &key(&pm),
-        s.task_poll_initial,
-        s.task_poll_max.max(Duration::from_secs(60)),
-    );
+    let delay = mc
+        .errors
+        .next_jittered(&key(&pm), s.task_poll_initial, error_backoff_cap(s));
     tracing::warn!(object = %key(&pm), error = %err, retry_in = ?delay, "proxmoxmachine reconcile failed");
     Action::requeue(delay)
 }

@@ -163,7 +163,25 @@ pub fn trim_status(obj: &mut DynamicObject, keep: &[&str]) {
 
 use crate::controllers::triggers::hash_of;
 
-/// ProxmoxMachine events that are not this controller's own writes.
+/// What this controller writes of a ProxmoxMachine and what others change that it reacts to:
+/// labels, annotations, finalizers, owners, deletion, spec and status.
+pub fn pm_fingerprint(pm: &ProxmoxMachine) -> u64 {
+    hash_of((
+        serde_json::to_string(&pm.metadata.labels).unwrap_or_default(),
+        serde_json::to_string(&pm.metadata.annotations).unwrap_or_default(),
+        pm.finalizers(),
+        pm.owner_references()
+            .iter()
+            .map(|o| o.uid.clone())
+            .collect::<Vec<_>>(),
+        pm.metadata.deletion_timestamp.is_some(),
+        serde_json::to_string(&pm.spec).unwrap_or_default(),
+        serde_json::to_string(&pm.status).unwrap_or_default(),
+    ))
+}
+
+/// ProxmoxMachine events that are not this controller's own writes (recognised by the state its
+/// write was to produce, or by the `resourceVersion` its write returned).
 pub fn not_own_writes<S>(
     stream: S,
     latest: Arc<Latest<ProxmoxMachine>>,
@@ -173,8 +191,10 @@ where
 {
     stream.filter(move |item| {
         let own = item.as_ref().is_ok_and(|pm| {
-            let written = latest.written_version(&ObjectRef::from_obj(pm));
-            written.is_some() && written == resource_version(pm)
+            let r = ObjectRef::from_obj(pm);
+            let written = latest.written_version(&r);
+            (written.is_some() && written == resource_version(pm))
+                || latest.is_expected(&r, pm_fingerprint(pm))
         });
         future::ready(!own)
     })

@@ -45,17 +45,12 @@ impl Guests {
     /// `machine`, whose VM booted at `boot`, still waits for its guest: how long until it looks
     /// again.
     pub fn next_check(&self, machine: &ObjectRef<ProxmoxMachine>, boot: Instant, poll: Duration) -> Duration {
-        let mut s = self.lock();
-        s.waiting.insert(machine.clone(), boot);
-        let mut order: Vec<(&Instant, &ObjectRef<ProxmoxMachine>)> =
-            s.waiting.iter().map(|(m, b)| (b, m)).collect();
-        order.sort_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.name.cmp(&b.1.name)));
-        let scout = order.iter().take(SCOUTS).any(|(_, m)| *m == machine);
-        if scout {
+        self.lock().waiting.insert(machine.clone(), boot);
+        if self.is_scout(machine) {
             return poll;
         }
         let now = Instant::now();
-        match s.done_after {
+        match self.lock().done_after {
             Some(d) => (boot + d).saturating_duration_since(now).max(poll),
             None => poll * FALLBACK_POLLS,
         }
@@ -82,6 +77,28 @@ impl Guests {
             .filter(|(_, b)| **b <= boot + poll)
             .map(|(m, _)| m.clone())
             .collect()
+    }
+
+    /// Whether `machine` (VM booted at `boot`, up for `uptime`) should look at its guest now: a
+    /// machine that starts waiting looks at once only as a scout or when guests of this cluster
+    /// were done by its uptime; otherwise it waits to be woken (or for its next check).
+    pub fn should_look(&self, machine: &ObjectRef<ProxmoxMachine>, boot: Instant, uptime: Duration) -> bool {
+        {
+            let mut s = self.lock();
+            if s.waiting.contains_key(machine) {
+                return true;
+            }
+            s.waiting.insert(machine.clone(), boot);
+        }
+        self.is_scout(machine) || self.likely_done(uptime)
+    }
+
+    fn is_scout(&self, machine: &ObjectRef<ProxmoxMachine>) -> bool {
+        let s = self.lock();
+        let mut order: Vec<(&Instant, &ObjectRef<ProxmoxMachine>)> =
+            s.waiting.iter().map(|(m, b)| (b, m)).collect();
+        order.sort_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.name.cmp(&b.1.name)));
+        order.iter().take(SCOUTS).any(|(_, m)| *m == machine)
     }
 
     /// Whether a guest up for `uptime` is probably done (guests of this cluster were, by then).
@@ -137,6 +154,13 @@ mod tests {
         assert!(e >= poll, "{e:?}");
         g.forget(&m("b"));
         g.forget(&m("c"));
+        // A machine that starts waiting looks at once only as a scout or when done is likely.
+        let g = Guests::default();
+        let t = Instant::now();
+        assert!(g.should_look(&m("s1"), t, Duration::ZERO), "first is a scout");
+        assert!(g.should_look(&m("s2"), t, Duration::ZERO), "second is a scout");
+        assert!(!g.should_look(&m("x"), t, Duration::ZERO), "third waits");
+        assert!(g.should_look(&m("x"), t, Duration::ZERO), "its next check looks");
         g.set_pid(200, Some(7));
         assert_eq!(g.pid(200), Some(7));
         g.set_pid(200, None);

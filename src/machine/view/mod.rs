@@ -32,8 +32,8 @@ pub use shared::Freshness;
 use shared::Shared;
 
 use super::error::MachineError;
+use crate::proxmox::Client;
 use crate::proxmox::types::{ClusterResource, ConfigUpdate, VmConfig};
-use crate::proxmox::{Client, Credentials};
 
 /// Wakes a machine's reconcile.
 pub type Wake = UnboundedSender<ObjectRef<ProxmoxMachine>>;
@@ -47,6 +47,11 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Reads `GET /cluster/resources` (every type).
+    pub async fn fetch(client: &Client) -> Result<Self, crate::proxmox::Error> {
+        client.cluster_resources(None).await.map(Self::new)
+    }
+
     /// Indexes a resource list.
     pub fn new(resources: Vec<ClusterResource>) -> Self {
         let vms = resources
@@ -113,11 +118,13 @@ pub struct ProxmoxView {
     client: Client,
     settings: ViewSettings,
     wake: Wake,
-    resources: Shared<Snapshot>,
+    resources: Arc<Shared<Snapshot>>,
     isos: Mutex<IsoListings>,
     configs: Mutex<HashMap<u32, CachedConfig>>,
     writes: Mutex<HashMap<u32, Instant>>,
     tasks: Mutex<HashMap<String, Instant>>,
+    iso_at: Mutex<HashMap<u32, (String, String)>>,
+    iso_deletions: Mutex<HashMap<u32, String>>,
     /// Machines waiting for their VM's state.
     pub waits: watch::Waits,
     /// Guest waits.
@@ -156,17 +163,25 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl ProxmoxView {
-    /// A view of the cluster `client` talks to.
-    pub fn new(client: Client, settings: ViewSettings, wake: Wake) -> Arc<Self> {
+    /// A view of the cluster `client` talks to, sharing `resources` (the manager's
+    /// `/cluster/resources` list of that cluster).
+    pub fn new(
+        client: Client,
+        resources: Arc<Shared<Snapshot>>,
+        settings: ViewSettings,
+        wake: Wake,
+    ) -> Arc<Self> {
         Arc::new(Self {
             client,
             settings,
             wake,
-            resources: Shared::default(),
+            resources,
             isos: Mutex::default(),
             configs: Mutex::default(),
             writes: Mutex::default(),
             tasks: Mutex::default(),
+            iso_at: Mutex::default(),
+            iso_deletions: Mutex::default(),
             waits: watch::Waits::default(),
             guests: guests::Guests::default(),
             timing: timing::Timing::default(),
@@ -189,10 +204,8 @@ impl ProxmoxView {
     pub async fn snapshot(&self, fresh: Freshness) -> Result<(Instant, Arc<Snapshot>), MachineError> {
         self.resources
             .get(fresh, || async {
-                self.client
-                    .cluster_resources(None)
+                Snapshot::fetch(&self.client)
                     .await
-                    .map(Snapshot::new)
                     .map_err(MachineError::proxmox("listing cluster resources"))
             })
             .await
@@ -320,8 +333,35 @@ impl ProxmoxView {
         lock(&self.configs).remove(&vmid);
     }
 
+    /// Records where VM `vmid`'s bootstrap ISO is (or was last put): `(node, storage)`.
+    pub fn iso_is_at(&self, vmid: u32, node: &str, storage: &str) {
+        lock(&self.iso_at).insert(vmid, (node.to_owned(), storage.to_owned()));
+    }
+
+    /// Where VM `vmid`'s bootstrap ISO was last seen or put, if this controller knows.
+    pub fn iso_at(&self, vmid: u32) -> Option<(String, String)> {
+        lock(&self.iso_at).get(&vmid).cloned()
+    }
+
+    /// Records (`Some`) or forgets (`None`) the ISO deletion task of VM `vmid` this controller
+    /// started (kept in memory only: repeating a deletion after a restart is harmless).
+    pub fn iso_deletion(&self, vmid: u32, upid: Option<&str>) {
+        let mut m = lock(&self.iso_deletions);
+        match upid {
+            Some(u) => m.insert(vmid, u.to_owned()),
+            None => m.remove(&vmid),
+        };
+    }
+
+    /// The ISO deletion task of VM `vmid` this controller started, if any.
+    pub fn iso_deletion_of(&self, vmid: u32) -> Option<String> {
+        lock(&self.iso_deletions).get(&vmid).cloned()
+    }
+
     /// Forgets everything about VM `vmid` (the machine is gone).
     pub fn forget_vm(&self, vmid: u32) {
+        lock(&self.iso_at).remove(&vmid);
+        lock(&self.iso_deletions).remove(&vmid);
         self.forget_config(vmid);
         lock(&self.writes).remove(&vmid);
         self.waits.remove(vmid);
@@ -414,17 +454,35 @@ async fn refresh(view: Weak<ProxmoxView>, notify: Arc<tokio::sync::Notify>) {
             continue;
         }
         let interval = v.settings.observe_interval;
-        match v.snapshot(Freshness::within(interval / 2)).await {
-            Ok((_, snap)) => {
-                for m in v.waits.check(|id| snap.vm(id).cloned(), Instant::now()) {
-                    v.wake(m);
+        let fresh = Freshness::within(interval / 2);
+        let (need_vms, listings) = v.waits.due_reads(Instant::now());
+        let snap = if need_vms {
+            match v.snapshot(fresh).await {
+                Ok((_, snap)) => Some(snap),
+                Err(e) => {
+                    tracing::debug!(error = %e, "refreshing cluster resources failed");
+                    drop(v);
+                    tokio::time::sleep(interval.max(Duration::from_millis(500))).await;
+                    continue;
                 }
             }
-            Err(e) => {
-                tracing::debug!(error = %e, "refreshing cluster resources failed");
-                drop(v);
-                tokio::time::sleep(interval.max(Duration::from_millis(500))).await;
+        } else {
+            v.resources.peek().map(|(_, s)| s)
+        };
+        let mut isos = HashMap::new();
+        for (node, storage) in listings {
+            match v.isos(&node, &storage, fresh).await {
+                Ok(list) => {
+                    isos.insert((node, storage), list);
+                }
+                Err(e) => tracing::debug!(error = %e, "refreshing an ISO listing failed"),
             }
+        }
+        let vm = |id: u32| snap.as_ref().and_then(|s| s.vm(id).cloned());
+        let iso = |n: &str, s: &str| isos.get(&(n.to_owned(), s.to_owned())).cloned();
+        let seen = watch::Observed { vm: &vm, isos: &iso };
+        for m in v.waits.check(&seen, Instant::now()) {
+            v.wake(m);
         }
     }
 }
@@ -476,17 +534,18 @@ impl Views {
         }
     }
 
-    /// The view of the cluster `client` talks to.
-    pub fn of(&self, client: &Client) -> Arc<ProxmoxView> {
-        let user = match &client.config().credentials {
-            Credentials::Token { token_id, .. } => token_id.clone(),
-            Credentials::Password { username, .. } => username.clone(),
-        };
-        let key = format!("{} {user}", client.base_url());
+    /// The view of the cluster `client` talks to (sharing the resource list of `clients`).
+    pub fn of(&self, clients: &crate::credentials::ProxmoxClients, client: &Client) -> Arc<ProxmoxView> {
+        let key = crate::credentials::client_key(client);
         let mut views = lock(&self.views);
-        let view = views
-            .entry(key)
-            .or_insert_with(|| ProxmoxView::new(client.clone(), self.settings, self.wake.clone()));
+        let view = views.entry(key).or_insert_with(|| {
+            ProxmoxView::new(
+                client.clone(),
+                clients.resources(client),
+                self.settings,
+                self.wake.clone(),
+            )
+        });
         Arc::clone(view)
     }
 }

@@ -57,28 +57,28 @@ impl Timing {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let old = m.get(kind).copied().unwrap_or_else(|| typical(kind));
-        let sample = if first_look { took / 2 } else { took };
+        let sample = if first_look { took.mul_f64(0.8) } else { took };
         let new = old.as_secs_f64() * (1.0 - ALPHA) + sample.as_secs_f64() * ALPHA;
         m.insert(kind.to_owned(), Duration::from_secs_f64(new.max(0.0)));
     }
 
-    /// When to look at a task of `kind` that has run for `elapsed`: at 90 % of its estimate,
+    /// When to look at a task of `kind` that has run for `elapsed`: just after its estimate,
     /// then every tenth of the estimate; never sooner than `min` nor later than `max` (a long
     /// estimate is checked at least every `max`).
     pub fn next_look(&self, kind: &str, elapsed: Duration, min: Duration, max: Duration) -> Duration {
         let max = max.max(min);
         let estimate = self.estimate(kind);
-        let first = estimate.mul_f64(0.9);
+        let first = estimate.mul_f64(1.05);
         if elapsed < first {
             return (first - elapsed).clamp(min, max);
         }
         (estimate / 10).clamp(min, max)
     }
 
-    /// Whether a look after `elapsed` was the first one (it came before 90 % of the estimate
-    /// plus one `max` interval).
+    /// Whether a look after `elapsed` was the first one (it came before the first look plus
+    /// half a `max` interval).
     pub fn was_first_look(&self, kind: &str, elapsed: Duration, max: Duration) -> bool {
-        elapsed <= self.estimate(kind).mul_f64(0.9).min(max) + max / 2
+        elapsed <= self.estimate(kind).mul_f64(1.05).min(max) + max / 2
     }
 }
 
@@ -91,9 +91,9 @@ mod tests {
         let t = Timing::default();
         let (min, max) = (Duration::from_millis(10), Duration::from_secs(60));
         let look = |kind, s: u64| t.next_look(kind, Duration::from_secs(s), min, max);
-        assert_eq!(look("qmclone-full", 0), Duration::from_secs(18));
-        assert_eq!(look("qmclone-full", 17), Duration::from_secs(1));
-        assert_eq!(look("qmclone-full", 19), Duration::from_secs(2));
+        assert_eq!(look("qmclone-full", 0), Duration::from_secs(21));
+        assert_eq!(look("qmclone-full", 20), Duration::from_secs(1));
+        assert_eq!(look("qmclone-full", 22), Duration::from_secs(2));
         assert_eq!(look("qmconfig", 1), Duration::from_millis(30));
         assert_eq!(
             t.next_look("qmconfig", Duration::ZERO, Duration::from_secs(1), max),

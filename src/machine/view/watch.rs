@@ -1,10 +1,12 @@
 //! Waiting for the state a Proxmox task produces instead of polling each task: a machine that
 //! started a clone, start, stop or destroy registers what it waits for (its VM unlocked,
-//! running, stopped or gone); the view's refresher reads `/cluster/resources` once for all
-//! waiting machines when the first of them is due and wakes every machine whose VM got there.
-//! A machine is due when its task should be done ([`super::timing`]); until then nothing is read.
+//! running, stopped or gone), one that uploads or deletes its bootstrap ISO waits for the file
+//! to appear or go; the view's refresher reads `/cluster/resources` (and the ISO listings
+//! concerned) once for all waiting machines when the first of them is due, and wakes every
+//! machine whose VM or ISO got there. A machine is due when its task should be done
+//! ([`super::timing`]); until then nothing is read.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,8 +16,8 @@ use tokio::sync::Notify;
 
 use crate::proxmox::types::ClusterResource;
 
-/// The VM state a machine waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The VM or ISO state a machine waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expect {
     /// The VM exists and is not locked by a clone (the clone finished, well or not).
     CloneDone,
@@ -25,17 +27,63 @@ pub enum Expect {
     Stopped,
     /// The VM no longer exists.
     Gone,
+    /// The machine's bootstrap ISO is in the listing of `storage` on `node`.
+    IsoPresent {
+        /// Node.
+        node: String,
+        /// Storage.
+        storage: String,
+    },
+    /// The machine's bootstrap ISO is no longer in the listing of `storage` on `node`.
+    IsoGone {
+        /// Node.
+        node: String,
+        /// Storage.
+        storage: String,
+    },
+}
+
+/// What the refresher read for one check.
+pub struct Observed<'a> {
+    /// The VM entry of a VMID in `/cluster/resources` (`None`: absent).
+    pub vm: &'a dyn Fn(u32) -> Option<ClusterResource>,
+    /// The ISO volume ids on `(node, storage)` (`None`: not read this time).
+    pub isos: &'a dyn Fn(&str, &str) -> Option<Arc<BTreeSet<String>>>,
 }
 
 impl Expect {
-    /// Whether `vm` (the VMID's entry of `/cluster/resources`, `None`: absent) shows the state.
-    pub fn met(self, vm: Option<&ClusterResource>) -> bool {
+    /// Whether `vm` (the VMID's entry of `/cluster/resources`, `None`: absent) shows the state
+    /// (always `false` for ISO states).
+    pub fn met(&self, vm: Option<&ClusterResource>) -> bool {
         match (self, vm) {
+            (Self::IsoPresent { .. } | Self::IsoGone { .. }, _) => false,
             (Self::Gone, None) => true,
             (Self::Gone, Some(_)) | (_, None) => false,
             (Self::CloneDone, Some(v)) => v.lock.as_deref() != Some("clone"),
             (Self::Running, Some(v)) => v.status.as_deref() == Some("running"),
             (Self::Stopped, Some(v)) => v.status.as_deref() == Some("stopped"),
+        }
+    }
+
+    /// The listing this state is read from (`None`: the VM list).
+    pub fn listing(&self) -> Option<(&str, &str)> {
+        match self {
+            Self::IsoPresent { node, storage } | Self::IsoGone { node, storage } => {
+                Some((node.as_str(), storage.as_str()))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether VM `vmid`'s state (or ISO) as `seen` shows the state (`None`: not read).
+    fn met_in(&self, vmid: u32, seen: &Observed<'_>) -> Option<bool> {
+        match self.listing() {
+            Some((node, storage)) => {
+                let list = (seen.isos)(node, storage)?;
+                let there = list.contains(&super::super::iso::volid(storage, vmid));
+                Some(matches!(self, Self::IsoPresent { .. }) == there)
+            }
+            None => Some(self.met((seen.vm)(vmid).as_ref())),
         }
     }
 }
@@ -94,6 +142,25 @@ impl Waits {
         self.lock().values().map(|w| w.next).min()
     }
 
+    /// What a check at `now` has to read: the VM list (when a VM wait is due) and the ISO
+    /// listings of the due ISO waits.
+    pub fn due_reads(&self, now: Instant) -> (bool, Vec<(String, String)>) {
+        let mut vms = false;
+        let mut listings = Vec::new();
+        for w in self.lock().values().filter(|w| w.next <= now) {
+            match w.expect.listing() {
+                Some((n, s)) => {
+                    let key = (n.to_owned(), s.to_owned());
+                    if !listings.contains(&key) {
+                        listings.push(key);
+                    }
+                }
+                None => vms = true,
+            }
+        }
+        (vms, listings)
+    }
+
     /// Number of waiting machines.
     pub fn len(&self) -> usize {
         self.lock().len()
@@ -104,16 +171,13 @@ impl Waits {
         self.lock().is_empty()
     }
 
-    /// Checks every wait against a fresh list: returns the machines whose VM got there (and forgets
-    /// them); waits that were due and are not met are looked at again after their interval.
-    pub fn check(
-        &self,
-        vm: impl Fn(u32) -> Option<ClusterResource>,
-        now: Instant,
-    ) -> Vec<ObjectRef<ProxmoxMachine>> {
+    /// Checks every wait against what was read: returns the machines whose VM or ISO got there
+    /// (and forgets them); waits that were due and are not met are looked at again after their
+    /// interval.
+    pub fn check(&self, seen: &Observed<'_>, now: Instant) -> Vec<ObjectRef<ProxmoxMachine>> {
         let mut woken = Vec::new();
         self.lock().retain(|vmid, w| {
-            if w.expect.met(vm(*vmid).as_ref()) {
+            if w.expect.met_in(*vmid, seen) == Some(true) {
                 woken.push(w.machine.clone());
                 return false;
             }
@@ -169,11 +233,66 @@ mod tests {
         );
         assert_eq!(w.len(), 2);
         let now = Instant::now();
-        let woken = w.check(|_| Some(vm("stopped", None)), now);
+        let none = |_: &str, _: &str| None;
+        let stopped = |_| Some(vm("stopped", None));
+        let woken = w.check(
+            &Observed {
+                vm: &stopped,
+                isos: &none,
+            },
+            now,
+        );
         assert!(woken.is_empty());
         assert!(w.next_due().is_some_and(|d| d > now));
-        let woken = w.check(|_| Some(vm("running", None)), now);
+        let running = |_| Some(vm("running", None));
+        let woken = w.check(
+            &Observed {
+                vm: &running,
+                isos: &none,
+            },
+            now,
+        );
         assert_eq!(woken, vec![m]);
         assert_eq!(w.len(), 1, "the other machine still waits");
+    }
+
+    #[test]
+    fn iso_waits_read_their_listing() {
+        let w = Waits::default();
+        let m = ObjectRef::new("m").within("ns");
+        let expect = Expect::IsoPresent {
+            node: "pve1".into(),
+            storage: "local".into(),
+        };
+        w.add(300, m.clone(), expect, Duration::ZERO, Duration::from_secs(1));
+        let now = Instant::now() + Duration::from_millis(1);
+        assert_eq!(w.due_reads(now), (false, vec![("pve1".into(), "local".into())]));
+        let no_vm = |_| None;
+        let unread = |_: &str, _: &str| None;
+        assert!(
+            w.check(
+                &Observed {
+                    vm: &no_vm,
+                    isos: &unread
+                },
+                now
+            )
+            .is_empty()
+        );
+        let listed = |_: &str, _: &str| {
+            Some(Arc::new(BTreeSet::from([
+                "local:iso/user-data-300.iso".to_owned()
+            ])))
+        };
+        assert_eq!(
+            w.check(
+                &Observed {
+                    vm: &no_vm,
+                    isos: &listed
+                },
+                now
+            ),
+            vec![m]
+        );
     }
 }
