@@ -1,8 +1,20 @@
 # capmox-rs developer entry points. `make test` is what CI runs.
 CARGO ?= cargo
+KUBECTL ?= kubectl
+DOCKER ?= docker
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build test demo bench crds crds-check lint fmt clean
+# The real kube-apiserver + etcd (envtest layout) for `make test-real`.
+ENVTEST_SETUP ?= ../shared/tools/envtest/setup.sh
+# The real Cluster API core managers (v1.13.4, v1.10.2) for `make e2e`.
+CAPI_SETUP ?= ../shared/tools/capi/setup.sh
+
+# Release: the version (its series must be in metadata.yaml) and the image the components run.
+RELEASE_VERSION ?= v0.11.0-dev
+IMG ?= ghcr.io/capmox-rs/capmox-rs:$(RELEASE_VERSION)
+OUT ?= out
+
+.PHONY: all build test test-real e2e fuzz demo bench crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
 
 all: build
 
@@ -10,9 +22,40 @@ all: build
 build:
 	$(CARGO) build --workspace --all-targets
 
-## test: run every unit and integration test in the workspace
+## test: run every unit and integration test in the workspace (in-tree API server)
 test:
-	$(CARGO) test --workspace --all-targets --no-fail-fast
+	env -u KUBEBUILDER_ASSETS -u TEST_ASSET_KUBE_APISERVER -u TEST_ASSET_ETCD \
+	  $(CARGO) test --workspace --all-targets --no-fail-fast
+
+## test-real: every test again, against a real kube-apiserver v1.32 + etcd instead of the in-tree server
+test-real:
+	@if [ ! -x "$(ENVTEST_SETUP)" ]; then \
+	  echo "test-real: skipped: $(ENVTEST_SETUP) not found (the real kube-apiserver assets from ../shared/tools/envtest)"; \
+	else \
+	  assets=$$($(ENVTEST_SETUP)) && echo "test-real: KUBEBUILDER_ASSETS=$$assets" && \
+	  KUBEBUILDER_ASSETS=$$assets $(CARGO) test --workspace --all-targets --no-fail-fast; \
+	fi
+
+## e2e: end to end with the real CAPI core managers v1.13.4 and v1.10.2, the real kube-apiserver,
+## pve-sim and the capmox binary (tests/e2e_capi.rs; about two minutes once built)
+e2e:
+	@missing=""; \
+	[ -x "$(ENVTEST_SETUP)" ] || missing="$(ENVTEST_SETUP)"; \
+	[ -x "$(CAPI_SETUP)" ] || missing="$$missing $(CAPI_SETUP)"; \
+	if [ -n "$$missing" ]; then \
+	  echo "e2e: skipped: $$missing not found (the real kube-apiserver and CAPI core managers of ../shared/tools)"; \
+	else \
+	  assets=$$($(ENVTEST_SETUP)) && echo "e2e: KUBEBUILDER_ASSETS=$$assets" && \
+	  KUBEBUILDER_ASSETS=$$assets $(CARGO) test -p capmox --test e2e_capi -- --ignored --nocapture --test-threads=1; \
+	fi
+
+## fuzz: the property tests over outside input (Proxmox answers, property strings, UPIDs, webhook
+## reviews, conversion data, bootstrap values, pve-sim's parsers) with FUZZ_CASES cases each
+## (`make test` runs them with a few hundred)
+FUZZ_CASES ?= 10000
+fuzz:
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test -p capmox --test fuzz_proxmox --test fuzz_bootstrap --test fuzz_webhooks
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test -p pve-sim --test fuzz_parsers
 
 ## demo: pve-sim + in-tree control plane + manager: a 1+2 machine cluster comes up and is torn down
 demo:
@@ -30,6 +73,10 @@ bench:
 crds:
 	$(CARGO) run -q -p capmox-api --bin crdgen -- config/crd/bases
 
+## manifests: regenerate the CRDs and the webhook manifests (config/webhook/, config/crd/patches/)
+manifests: crds
+	$(CARGO) run -q -p capmox-api --bin manifestgen -- config
+
 ## lint: formatting and clippy, warnings are errors
 lint:
 	$(CARGO) fmt --all -- --check
@@ -38,6 +85,29 @@ lint:
 ## fmt: format the workspace
 fmt:
 	$(CARGO) fmt --all
+
+## release: $(OUT)/ with infrastructure-components.yaml (image $(IMG)), metadata.yaml, the cluster
+## templates, the ClusterClasses and the Cluster API Operator ConfigMap (needs kubectl)
+release:
+	$(CARGO) run -q --bin capmox-release -- --release-version $(RELEASE_VERSION) --image $(IMG) --out $(OUT) --kubectl $(KUBECTL)
+
+## release-binary: the manager as the image ships it (LTO, stripped): target/release/capmox
+release-binary:
+	$(CARGO) build --release --locked --bin capmox
+	@ls -l target/release/capmox | awk '{printf "release binary target/release/capmox: %d bytes (%.1f MiB)\n", $$5, $$5/1048576}'
+	@./target/release/capmox --version
+
+## release-binary-test: builds the release binary and checks it starts (slow; not in `make test`)
+release-binary-test:
+	$(CARGO) test -p capmox --test release_binary -- --ignored --nocapture
+
+## docker-build: the manager image $(IMG) (needs a Docker engine)
+docker-build:
+	$(DOCKER) build --build-arg VERSION=$(RELEASE_VERSION) --build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown) -t $(IMG) .
+
+## docker-push: push $(IMG)
+docker-push:
+	$(DOCKER) push $(IMG)
 
 clean:
 	$(CARGO) clean

@@ -28,6 +28,10 @@ use crate::proxmox::Secret;
                   PROXMOX_TOKEN+PROXMOX_SECRET (or PROXMOX_USERNAME+PROXMOX_PASSWORD) are all set."
 )]
 pub struct Cli {
+    /// A tool instead of the manager (none: run the manager).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Enable leader election (Lease `controller-leader-elect-capmox`); only the leader reconciles.
     #[arg(long, env = "CAPMOX_LEADER_ELECT", action = ArgAction::Set, num_args = 0..=1,
           default_value_t = false, default_missing_value = "true")]
@@ -54,7 +58,9 @@ pub struct Cli {
     #[arg(long, env = "CAPMOX_HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081")]
     pub health_probe_bind_address: String,
 
-    /// Address serving Prometheus metrics at `/metrics` (plain HTTP); `0` disables it.
+    /// Address serving Prometheus metrics at `/metrics`: HTTPS with authentication (TokenReview)
+    /// and authorization (SubjectAccessReview, `get` on `/metrics`) unless
+    /// `--insecure-diagnostics`; `0` disables it.
     #[arg(
         long,
         visible_alias = "metrics-bind-address",
@@ -63,11 +69,20 @@ pub struct Cli {
     )]
     pub diagnostics_address: String,
 
-    /// Accepted for capmox compatibility. capmox-rs always serves metrics over plain HTTP without
-    /// authentication; restrict access with a NetworkPolicy.
+    /// Serve the diagnostics address over plain HTTP without authentication or authorization.
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_value_t = false,
           default_missing_value = "true")]
     pub insecure_diagnostics: bool,
+
+    /// Directory with the diagnostics server's certificate `tls.crt` and key `tls.key` (re-read
+    /// when they change); empty: a self-signed certificate generated at start. Ignored with
+    /// `--insecure-diagnostics`.
+    #[arg(
+        long,
+        visible_alias = "diagnostics-cert-dir",
+        env = "CAPMOX_METRICS_CERT_PATH"
+    )]
+    pub metrics_cert_path: Option<std::path::PathBuf>,
 
     /// Skip TLS verification of the global Proxmox client (env `PROXMOX_INSECURE`, default true like capmox).
     #[arg(long, env = "PROXMOX_INSECURE", action = ArgAction::Set, num_args = 0..=1,
@@ -120,9 +135,10 @@ pub struct Cli {
     #[arg(long, default_value = "", value_parser = parse_feature_gates)]
     pub feature_gates: FeatureGates,
 
-    /// Accepted for compatibility; admission webhooks are not served yet.
+    /// Serve the conversion and admission webhooks over HTTPS on every replica (capmox's
+    /// default). `false` serves nothing on the webhook port.
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_value_t = true,
-          default_missing_value = "true")]
+          default_missing_value = "true", value_parser = parse_go_bool)]
     pub enable_webhooks: bool,
 
     /// Objects of one kind reconciled at the same time, for both controllers (capmox-rs's flag).
@@ -140,6 +156,32 @@ pub struct Cli {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub proxmoxcluster_concurrency: Option<u16>,
 
+    /// Port of the webhook server (HTTPS).
+    #[arg(long, env = "CAPMOX_WEBHOOK_PORT", default_value_t = crate::webhooks::DEFAULT_PORT)]
+    pub webhook_port: u16,
+
+    /// Address the webhook server binds (empty: all interfaces; e.g. `127.0.0.1` when the API
+    /// server runs on the same host).
+    #[arg(long, env = "CAPMOX_WEBHOOK_HOST", default_value = "")]
+    pub webhook_host: String,
+
+    /// Directory holding the webhook serving certificate `tls.crt` and key `tls.key`; they are
+    /// re-read when they change (cert-manager rotation), no restart needed.
+    #[arg(long, env = "CAPMOX_WEBHOOK_CERT_DIR", default_value = crate::webhooks::DEFAULT_CERT_DIR)]
+    pub webhook_cert_dir: std::path::PathBuf,
+
+    /// Minimum TLS version of the webhook and (secure) diagnostics servers: VersionTLS12 or
+    /// VersionTLS13.
+    #[arg(long, default_value = "VersionTLS12", value_parser = parse_tls_min_version)]
+    pub tls_min_version: crate::webhooks::TlsVersion,
+
+    /// Comma-separated TLS 1.2 cipher suites of the webhook and (secure) diagnostics servers,
+    /// Go/IANA names (e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); empty: rustls' defaults. TLS 1.3
+    /// suites are not configurable (as in Go); suites rustls lacks (CBC, RC4, 3DES, RSA key
+    /// exchange) are skipped with a warning.
+    #[arg(long, value_delimiter = ',', value_parser = parse_tls_cipher_suite)]
+    pub tls_cipher_suites: Vec<String>,
+
     /// How long to wait for the capmox CRDs to be served at startup.
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     pub crd_wait_timeout: Duration,
@@ -152,6 +194,15 @@ pub struct Cli {
     /// How long after boot `cloud-init status` may keep reporting `running` before the machine fails.
     #[arg(long, env = "CAPMOX_CLOUD_INIT_TIMEOUT", default_value = "30m", value_parser = parse_duration)]
     pub cloud_init_timeout: Duration,
+}
+
+/// Tools of the `capmox` binary besides the manager.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Convert v1alpha1 manifests and cluster templates to v1alpha2, and the Cluster API v1beta1
+    /// objects beside them to v1beta2 (capmox's `clusterctl capmox-convert`; also run as
+    /// `clusterctl-capmox-convert`).
+    Convert(crate::convert::ConvertArgs),
 }
 
 /// Log output format.
@@ -207,6 +258,17 @@ pub fn parse_lenient_bool(s: &str) -> Result<bool, String> {
         "0" | "f" | "false" | "no" | "n" | "off" => Ok(false),
         _ => Err(format!("'{s}' is not a boolean")),
     }
+}
+
+fn parse_tls_min_version(s: &str) -> Result<crate::webhooks::TlsVersion, String> {
+    crate::webhooks::tls::parse_tls_version(s)
+}
+
+fn parse_tls_cipher_suite(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Ok(String::new());
+    }
+    crate::webhooks::tls::parse_cipher_suite(s)
 }
 
 fn parse_secret(s: &str) -> Result<Secret, String> {

@@ -55,8 +55,8 @@ pub enum CredentialsError {
     },
 }
 
-/// Credentials read from a Secret. `Debug` never shows the token secret.
-#[derive(Debug, Clone)]
+/// Credentials read from a Secret. `Debug` never shows the token secret (nor user info in the URL).
+#[derive(Clone)]
 pub struct SecretCredentials {
     /// Proxmox URL.
     pub url: String,
@@ -68,6 +68,18 @@ pub struct SecretCredentials {
     pub insecure: bool,
     /// Extra trusted CA certificates (PEM).
     pub root_ca: Option<String>,
+}
+
+impl std::fmt::Debug for SecretCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretCredentials")
+            .field("url", &crate::proxmox::path::redact_userinfo(&self.url))
+            .field("token_id", &self.token_id)
+            .field("token_secret", &self.token_secret)
+            .field("insecure", &self.insecure)
+            .field("root_ca", &self.root_ca.as_ref().map(|_| "<PEM>"))
+            .finish()
+    }
 }
 
 impl SecretCredentials {
@@ -224,10 +236,17 @@ impl ProxmoxClients {
         let client =
             Client::with_observer(creds.client_config(), self.observer.clone()).map_err(|source| {
                 CredentialsError::Client {
-                    secret: label,
+                    secret: label.clone(),
                     source,
                 }
             })?;
+        if creds.insecure {
+            tracing::warn!(
+                secret = %label,
+                url = %client.base_url(),
+                "TLS certificate verification of this Proxmox client is disabled (the Secret's key `insecure` is absent or true, as capmox reads it); set insecure=false and root_ca to verify the server"
+            );
+        }
         self.built.fetch_add(1, Ordering::Relaxed);
         self.lock().insert(
             key,

@@ -1,10 +1,12 @@
-//! HTTP endpoints that run regardless of leadership: health probes (`/healthz`, `/readyz`) and
-//! Prometheus metrics (`/metrics`), both plain HTTP.
+//! HTTP endpoints that run regardless of leadership: health probes (`/healthz`, `/readyz`, plain
+//! HTTP) and Prometheus metrics (`/metrics`; served by [`crate::diagnostics`], over HTTPS with
+//! authentication unless `--insecure-diagnostics`).
 //!
 //! - `/healthz` (liveness) answers 200 while the process runs and its controller tasks are alive;
 //!   it turns 500 once a controller ended unexpectedly or leadership was lost (the manager exits
 //!   right after).
-//! - `/readyz` answers 200 once the manager has started (CRDs served, leader election running).
+//! - `/readyz` answers 200 once the manager has started (CRDs served, leader election running)
+//!   and, when webhooks are enabled, the webhook server is serving (every replica serves them).
 //!   Standby replicas are ready too, like controller-runtime's ping check. The body reports the
 //!   leadership and the last probe of the global Proxmox client; a Proxmox outage does NOT fail
 //!   readiness (it is per-ProxmoxCluster state reported in conditions, and restarting the pod
@@ -42,6 +44,8 @@ pub struct HealthState {
     started: AtomicBool,
     alive: AtomicBool,
     leader: AtomicBool,
+    webhooks_required: AtomicBool,
+    webhooks_serving: AtomicBool,
     proxmox: Mutex<ProxmoxProbe>,
 }
 
@@ -51,6 +55,8 @@ impl Default for HealthState {
             started: AtomicBool::new(false),
             alive: AtomicBool::new(true),
             leader: AtomicBool::new(false),
+            webhooks_required: AtomicBool::new(false),
+            webhooks_serving: AtomicBool::new(false),
             proxmox: Mutex::new(ProxmoxProbe::NotConfigured),
         }
     }
@@ -87,6 +93,21 @@ impl HealthState {
         self.leader.load(Ordering::SeqCst)
     }
 
+    /// Makes readiness wait for the webhook server.
+    pub fn require_webhooks(&self) {
+        self.webhooks_required.store(true, Ordering::SeqCst);
+    }
+
+    /// Records that the webhook server accepts connections.
+    pub fn set_webhooks_serving(&self) {
+        self.webhooks_serving.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether readiness may pass as far as the webhook server is concerned.
+    pub fn webhooks_ready(&self) -> bool {
+        !self.webhooks_required.load(Ordering::SeqCst) || self.webhooks_serving.load(Ordering::SeqCst)
+    }
+
     /// Records the global Proxmox probe result.
     pub fn set_proxmox(&self, probe: ProxmoxProbe) {
         match self.proxmox.lock() {
@@ -110,8 +131,13 @@ impl HealthState {
             ProxmoxProbe::Reachable(v) => format!("reachable (version {v})"),
             ProxmoxProbe::Unreachable(e) => format!("unreachable: {e}"),
         };
+        let webhooks = if self.webhooks_required.load(Ordering::SeqCst) {
+            "serving"
+        } else {
+            "disabled"
+        };
         format!(
-            "ok\nleader: {}\nglobal proxmox client: {proxmox}\n",
+            "ok\nleader: {}\nwebhooks: {webhooks}\nglobal proxmox client: {proxmox}\n",
             self.is_leader()
         )
     }
@@ -130,6 +156,11 @@ async fn readyz(State(state): State<Arc<HealthState>>) -> impl IntoResponse {
         (
             StatusCode::SERVICE_UNAVAILABLE,
             "controllers stopped\n".to_owned(),
+        )
+    } else if !state.webhooks_ready() {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "webhook server not serving yet\n".to_owned(),
         )
     } else if state.is_started() {
         (StatusCode::OK, state.readiness_body())
@@ -182,6 +213,19 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn readiness_waits_for_the_webhook_server_when_enabled() {
+        let s = HealthState::default();
+        s.set_started();
+        assert!(s.webhooks_ready());
+        assert!(s.readiness_body().contains("webhooks: disabled"));
+        s.require_webhooks();
+        assert!(!s.webhooks_ready());
+        s.set_webhooks_serving();
+        assert!(s.webhooks_ready());
+        assert!(s.readiness_body().contains("webhooks: serving"));
+    }
 
     #[test]
     fn readiness_body_reports_leader_and_proxmox() {

@@ -42,16 +42,6 @@ pub enum IpamError {
     /// The machine's zone has no entry in the ProxmoxCluster's `status.inClusterZoneRef`.
     #[error("zone {0} not found")]
     ZoneNotFound(String),
-    /// The zone exists but has no default pool of the family a NIC asks for.
-    #[error("zone {zone} has no default {family} pool, but NIC {net} sets default{family}")]
-    NoDefaultPool {
-        /// Zone of the machine.
-        zone: String,
-        /// `IPv4` or `IPv6`.
-        family: &'static str,
-        /// The NIC asking for it.
-        net: String,
-    },
     /// The machine lacks a field needed to build claims (`metadata.name`, `metadata.uid`, cluster name).
     #[error("ProxmoxMachine {machine} has no {what}")]
     MissingMachineField {
@@ -196,8 +186,12 @@ pub fn desired_claims(
         let net = nic.name_or_default();
         let mut pools: Vec<(IpPoolReference, Option<IpFamily>)> = Vec::new();
         for (wanted, family) in [(nic.default_ipv4, IpFamily::V4), (nic.default_ipv6, IpFamily::V6)] {
-            if wanted == Some(true) {
-                let pool = default_pool(cluster, zone, family, net)?;
+            // As capmox: the zone's default pool of the family, if it has one. capmox's
+            // defaulting webhook sets both `defaultIPv4` and `defaultIPv6` on `net0` of every
+            // machine, so a single-stack zone simply has no pool of the other family.
+            if wanted == Some(true)
+                && let Some(pool) = default_pool(cluster, zone, family)?
+            {
                 pools.push((pool, Some(family)));
             }
         }
@@ -244,12 +238,12 @@ pub fn desired_claims(
     Ok(out)
 }
 
+/// The zone's default pool of `family` (`None` when the zone has none of that family).
 fn default_pool(
     cluster: &ProxmoxCluster,
     zone: &str,
     family: IpFamily,
-    net: &str,
-) -> Result<IpPoolReference, IpamError> {
+) -> Result<Option<IpPoolReference>, IpamError> {
     let entry = cluster
         .status
         .as_ref()
@@ -258,24 +252,18 @@ fn default_pool(
         .iter()
         .find(|z| z.zone.as_deref().unwrap_or(DEFAULT_ZONE) == zone)
         .ok_or_else(|| IpamError::ZoneNotFound(zone.to_owned()))?;
-    let (r, label): (&Option<LocalObjectReference>, _) = match family {
-        IpFamily::V4 => (&entry.in_cluster_ip_pool_ref_v4, "IPv4"),
-        IpFamily::V6 => (&entry.in_cluster_ip_pool_ref_v6, "IPv6"),
+    let r: &Option<LocalObjectReference> = match family {
+        IpFamily::V4 => &entry.in_cluster_ip_pool_ref_v4,
+        IpFamily::V6 => &entry.in_cluster_ip_pool_ref_v6,
     };
-    let name = r
-        .as_ref()
+    Ok(r.as_ref()
         .map(|r| r.name.clone())
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| IpamError::NoDefaultPool {
-            zone: zone.to_owned(),
-            family: label,
-            net: net.to_owned(),
-        })?;
-    Ok(IpPoolReference {
-        api_group: IPAM_GROUP.to_owned(),
-        kind: IN_CLUSTER_IP_POOL_KIND.to_owned(),
-        name,
-    })
+        .map(|name| IpPoolReference {
+            api_group: IPAM_GROUP.to_owned(),
+            kind: IN_CLUSTER_IP_POOL_KIND.to_owned(),
+            name,
+        }))
 }
 
 /// One address that fulfils a desired claim.

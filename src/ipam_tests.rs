@@ -292,13 +292,14 @@ fn unknown_zone_is_an_error() {
 }
 
 #[test]
-fn zone_without_family_pool_is_an_error() {
+fn zone_without_family_pool_is_skipped() {
+    // capmox's defaulting webhook sets defaultIPv4 and defaultIPv6 on net0 of every machine; a
+    // zone with only an IPv4 pool gives only the IPv4 claim (as capmox).
     let m = machine(vec![nic("net0", true, true, &[])], Some("z1"));
-    let e = desired_claims(&m, &default_cluster()).unwrap_err();
-    assert!(
-        matches!(e, IpamError::NoDefaultPool { family: "IPv6", .. }),
-        "{e}"
-    );
+    let claims = desired_claims(&m, &default_cluster()).unwrap();
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].family, Some(IpFamily::V4));
+    assert!(claims[0].is_default_pool);
 }
 
 #[test]

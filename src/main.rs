@@ -4,14 +4,32 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use capmox::cli::Cli;
+use capmox::cli::{Cli, Command};
 use capmox::manager::{self, Manager};
 
 #[tokio::main]
 async fn main() -> ExitCode {
     // One rustls provider for the whole process, before any TLS client exists.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = Cli::parse();
+    // Installed as `clusterctl-capmox-convert`, the binary is clusterctl's `capmox-convert` plugin.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let invoked_as = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .map(|n| n.to_string_lossy().into_owned());
+    if invoked_as.as_deref() == Some("clusterctl-capmox-convert") {
+        args.insert(1, "convert".into());
+    }
+    let cli = Cli::parse_from(capmox::convert::normalize_args(args));
+    if let Some(Command::Convert(convert)) = &cli.command {
+        return match capmox::convert::run(convert) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Err(e) = capmox::telemetry::init(cli.verbosity, cli.log_level.as_deref(), cli.log_format) {
         eprintln!("capmox: {e}");
         return ExitCode::from(2);

@@ -6,6 +6,11 @@
 //! - `capmox_reconcile_duration_seconds{controller}`: reconcile wall time;
 //! - `capmox_proxmox_cluster_connected{namespace, name}`: 1 when the ProxmoxCluster's Proxmox API
 //!   answered the last probe, else 0;
+//! - `capmox_proxmox_tls_insecure{namespace, name}`: 1 when the ProxmoxCluster's Proxmox client
+//!   does not verify the server certificate (`PROXMOX_INSECURE`, or the credentials Secret's
+//!   `insecure` key, absent meaning insecure as in capmox), 0 when it does;
+//! - `capmox_proxmox_global_tls_insecure`: 1 when there is a global Proxmox client (from
+//!   `PROXMOX_URL`/`PROXMOX_TOKEN`/`PROXMOX_SECRET`) and it does not verify certificates, else 0;
 //! - `capmox_proxmox_requests_total{endpoint, method, status}` and
 //!   `capmox_proxmox_request_duration_seconds{endpoint, method}`: every Proxmox HTTP request attempt
 //!   (`status` is `error` when no response arrived);
@@ -100,6 +105,8 @@ pub struct Metrics {
     reconcile_errors: Family<ErrorLabels, Counter>,
     reconcile_duration: HistogramFamily<ControllerLabels>,
     cluster_connected: Family<ObjectLabels, Gauge>,
+    tls_insecure: Family<ObjectLabels, Gauge>,
+    global_tls_insecure: Gauge,
     proxmox_requests: Family<RequestLabels, Counter>,
     proxmox_request_duration: HistogramFamily<EndpointLabels>,
     leader: Gauge,
@@ -122,6 +129,8 @@ impl Metrics {
         let reconcile_duration: HistogramFamily<ControllerLabels> =
             Family::new_with_constructor(reconcile_histogram);
         let cluster_connected = Family::<ObjectLabels, Gauge>::default();
+        let tls_insecure = Family::<ObjectLabels, Gauge>::default();
+        let global_tls_insecure = Gauge::default();
         let proxmox_requests = Family::<RequestLabels, Counter>::default();
         let proxmox_request_duration: HistogramFamily<EndpointLabels> =
             Family::new_with_constructor(request_histogram);
@@ -148,6 +157,16 @@ impl Metrics {
             "capmox_proxmox_cluster_connected",
             "1 when the ProxmoxCluster's Proxmox API answered the last probe, else 0",
             cluster_connected.clone(),
+        );
+        registry.register(
+            "capmox_proxmox_tls_insecure",
+            "1 when the ProxmoxCluster's Proxmox client does not verify the server certificate, else 0",
+            tls_insecure.clone(),
+        );
+        registry.register(
+            "capmox_proxmox_global_tls_insecure",
+            "1 when the global Proxmox client does not verify the server certificate (PROXMOX_INSECURE), else 0",
+            global_tls_insecure.clone(),
         );
         registry.register(
             "capmox_proxmox_requests",
@@ -177,6 +196,8 @@ impl Metrics {
             reconcile_errors,
             reconcile_duration,
             cluster_connected,
+            tls_insecure,
+            global_tls_insecure,
             proxmox_requests,
             proxmox_request_duration,
             leader,
@@ -267,12 +288,31 @@ impl Metrics {
             .set(i64::from(connected));
     }
 
-    /// Drops the connectivity series of a deleted ProxmoxCluster.
-    pub fn remove_cluster(&self, namespace: &str, name: &str) {
-        self.cluster_connected.remove(&ObjectLabels {
+    /// Sets `capmox_proxmox_tls_insecure{namespace, name}`; returns whether the cluster just
+    /// became insecure (first seen insecure, or verified before), i.e. when to warn once.
+    pub fn set_cluster_tls_insecure(&self, namespace: &str, name: &str, insecure: bool) -> bool {
+        let labels = ObjectLabels {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
-        });
+        };
+        let known = self.tls_insecure.get(&labels).is_some();
+        let previous = self.tls_insecure.get_or_create(&labels).set(i64::from(insecure));
+        insecure && (!known || previous == 0)
+    }
+
+    /// Sets `capmox_proxmox_global_tls_insecure`.
+    pub fn set_global_tls_insecure(&self, insecure: bool) {
+        self.global_tls_insecure.set(i64::from(insecure));
+    }
+
+    /// Drops the per-cluster series of a deleted ProxmoxCluster.
+    pub fn remove_cluster(&self, namespace: &str, name: &str) {
+        let labels = ObjectLabels {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        };
+        self.cluster_connected.remove(&labels);
+        self.tls_insecure.remove(&labels);
     }
 
     /// Sets `capmox_leader`.
@@ -380,6 +420,37 @@ mod tests {
         }
         assert_eq!(m.reconcile_count("proxmoxcluster"), 1);
         assert_eq!(m.reconcile_count("proxmoxmachine"), 0);
+    }
+
+    #[test]
+    fn tls_insecure_warns_once_per_transition() {
+        let m = Metrics::new();
+        assert!(m.set_cluster_tls_insecure("ns", "c1", true), "first sight");
+        assert!(!m.set_cluster_tls_insecure("ns", "c1", true), "unchanged");
+        assert!(!m.set_cluster_tls_insecure("ns", "c1", false));
+        assert!(
+            m.set_cluster_tls_insecure("ns", "c1", true),
+            "verified, then insecure again"
+        );
+        assert!(!m.set_cluster_tls_insecure("ns", "c2", false));
+        let text = m.render();
+        assert!(
+            text.contains("capmox_proxmox_tls_insecure{namespace=\"ns\",name=\"c1\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("capmox_proxmox_tls_insecure{namespace=\"ns\",name=\"c2\"} 0"),
+            "{text}"
+        );
+        assert!(text.contains("capmox_proxmox_global_tls_insecure 0"), "{text}");
+        m.set_global_tls_insecure(true);
+        assert!(m.render().contains("capmox_proxmox_global_tls_insecure 1"));
+        m.remove_cluster("ns", "c1");
+        assert!(!m.render().contains("name=\"c1\""));
+        assert!(
+            m.set_cluster_tls_insecure("ns", "c1", true),
+            "a recreated cluster warns again"
+        );
     }
 
     #[test]

@@ -37,11 +37,43 @@ fn manager_role_matches_declared_rules() {
     let role: ClusterRole = rbac::manager_role();
     check("role.yaml", &role);
     let rules = role.rules.unwrap();
-    for r in rbac::CLUSTER_CONTROLLER {
+    for r in rbac::CLUSTER_CONTROLLER
+        .iter()
+        .chain(rbac::MACHINE_CONTROLLER)
+        .chain(rbac::DIAGNOSTICS)
+    {
         for v in r.verbs {
             assert!(rbac::grants(&rules, r.group, r.resource, v), "{r:?} {v}");
         }
     }
+    // The secured metrics endpoint reviews every scrape with the API server.
+    assert!(rbac::grants(
+        &rules,
+        "authentication.k8s.io",
+        "tokenreviews",
+        "create"
+    ));
+    assert!(rbac::grants(
+        &rules,
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "create"
+    ));
+}
+
+#[test]
+fn metrics_reader_role_matches_the_path_the_server_authorizes() {
+    let role: ClusterRole = rbac::metrics_reader_role();
+    check("metrics_reader_role.yaml", &role);
+    let rules = role.rules.unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(
+        rules[0].non_resource_urls.as_deref(),
+        Some(&[rbac::METRICS_PATH.to_owned()][..])
+    );
+    assert_eq!(rules[0].verbs, ["get"]);
+    // `capmox-` is added by config/default: capmox's `capmox-metrics-reader`.
+    assert_eq!(role.metadata.name.as_deref(), Some("metrics-reader"));
 }
 
 #[test]
@@ -65,6 +97,7 @@ fn kustomization_lists_every_manifest() {
         "role_binding.yaml",
         "leader_election_role.yaml",
         "leader_election_role_binding.yaml",
+        "metrics_reader_role.yaml",
     ] {
         assert!(k.contains(f), "kustomization.yaml misses {f}");
         assert!(path(f).exists(), "{f} missing");

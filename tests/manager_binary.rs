@@ -1,6 +1,7 @@
 //! The `capmox` binary started with capmox's Deployment arguments against the test control plane
-//! and pve-sim: it becomes ready, leads, serves metrics, keeps secrets out of its logs, and on
-//! SIGTERM stops gracefully (exit 0) and releases the leader Lease.
+//! and pve-sim: it becomes ready, leads, serves metrics (HTTPS, reviewed bearer token) and the
+//! webhooks, keeps secrets out of its logs, and on SIGTERM stops gracefully (exit 0) and
+//! releases the leader Lease.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
@@ -36,8 +37,12 @@ async fn binary_runs_with_capmox_deployment_args_and_stops_on_sigterm() {
         .await
         .unwrap();
 
-    let (health_port, metrics_port) = (free_port(), free_port());
+    let (health_port, metrics_port, webhook_port) = (free_port(), free_port(), free_port());
     let dir = tempfile::tempdir().unwrap();
+    // The serving certificate where cert-manager's secret is mounted (here: a temp dir).
+    let certs = testenv::certs::generate().unwrap();
+    std::fs::write(dir.path().join("tls.crt"), &certs.serving_pem).unwrap();
+    std::fs::write(dir.path().join("tls.key"), &certs.serving_key_pem).unwrap();
     let log_path = dir.path().join("stderr.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_capmox"))
@@ -52,12 +57,16 @@ async fn binary_runs_with_capmox_deployment_args_and_stops_on_sigterm() {
         // ... then test-local addresses (a repeated flag takes the last value, like Go's flag).
         .arg(format!("--diagnostics-address=127.0.0.1:{metrics_port}"))
         .arg(format!("--health-probe-bind-address=127.0.0.1:{health_port}"))
+        .arg(format!("--webhook-cert-dir={}", dir.path().display()))
+        .arg("--webhook-host=127.0.0.1")
+        .arg(format!("--webhook-port={webhook_port}"))
         .env("KUBECONFIG", env.kubeconfig_path())
         .env("POD_NAMESPACE", "default")
         .env("HOSTNAME", "capmox-test-pod")
         .env("PROXMOX_URL", sim.url())
         .env("PROXMOX_TOKEN", sim.token_id())
         .env("PROXMOX_SECRET", sim.token_secret())
+        .env_remove("PROXMOX_INSECURE")
         .env_remove("RUST_LOG")
         .stdout(Stdio::null())
         .stderr(log)
@@ -95,8 +104,40 @@ async fn binary_runs_with_capmox_deployment_args_and_stops_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(!ready_body.contains(sim.token_secret()));
-    let metrics = http
-        .get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+    assert!(ready_body.contains("webhooks: serving"), "{ready_body}");
+    // The webhook server answers over HTTPS with the mounted certificate.
+    let ca = reqwest::Certificate::from_pem(certs.ca_pem.as_bytes()).unwrap();
+    let tls = reqwest::Client::builder()
+        .tls_certs_only([ca])
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let review = tls
+        .post(format!("https://127.0.0.1:{webhook_port}/convert"))
+        .json(&serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "u", "desiredAPIVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "objects": []},
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(review.status(), 200);
+    // `--insecure-diagnostics=false` (capmox's default): HTTPS with a self-signed certificate,
+    // a bearer token reviewed by the API server; anonymous callers are turned away.
+    let diagnostics = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let anonymous = diagnostics
+        .get(format!("https://127.0.0.1:{metrics_port}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let metrics = diagnostics
+        .get(format!("https://127.0.0.1:{metrics_port}/metrics"))
+        .bearer_auth(env.admin_token())
         .send()
         .await
         .unwrap()
@@ -104,6 +145,11 @@ async fn binary_runs_with_capmox_deployment_args_and_stops_on_sigterm() {
         .await
         .unwrap();
     assert!(metrics.contains("capmox_leader 1"), "{metrics}");
+    // PROXMOX_INSECURE is unset: capmox's default (true) applies, and it is signalled.
+    assert!(
+        metrics.contains("capmox_proxmox_global_tls_insecure 1"),
+        "{metrics}"
+    );
     assert!(
         metrics
             .contains("capmox_proxmox_requests_total{endpoint=\"/version\",method=\"GET\",status=\"200\"}"),
@@ -142,6 +188,10 @@ async fn binary_runs_with_capmox_deployment_args_and_stops_on_sigterm() {
     let logs = std::fs::read_to_string(&log_path).unwrap();
     assert!(exit.success(), "exit {exit}:\n{logs}");
     assert!(logs.contains("SIGTERM received"), "{logs}");
+    assert!(
+        logs.contains("TLS certificate verification of the global Proxmox client is disabled"),
+        "{logs}"
+    );
     assert!(logs.contains("released the leader Lease"), "{logs}");
     assert!(!logs.contains(sim.token_secret()), "secret leaked into the logs");
     assert!(
@@ -165,6 +215,7 @@ async fn binary_exits_non_zero_with_json_logs_when_crds_are_missing() {
             .args([
                 "--log-format=json",
                 "--crd-wait-timeout=1s",
+                "--enable-webhooks=false",
                 "--health-probe-bind-address=0",
                 "--diagnostics-address=0",
             ])

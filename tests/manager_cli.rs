@@ -236,3 +236,67 @@ fn root_cert_file_is_read_when_verifying() {
         Err(ManagerError::Proxmox(_))
     ));
 }
+
+#[test]
+fn webhook_flags_default_like_capmox_and_map_to_options() {
+    use capmox::manager::webhook_options;
+    use capmox::webhooks::TlsVersion;
+    let cli = parse(&[]);
+    assert!(cli.enable_webhooks);
+    let w = options_from_cli(&cli)
+        .unwrap()
+        .webhooks
+        .expect("webhooks on by default");
+    assert_eq!(w.addr, "0.0.0.0:9443".parse().unwrap());
+    assert_eq!(
+        w.cert_dir,
+        std::path::PathBuf::from("/tmp/k8s-webhook-server/serving-certs")
+    );
+    assert_eq!(
+        (w.cert_name.as_str(), w.key_name.as_str()),
+        ("tls.crt", "tls.key")
+    );
+    assert_eq!(w.tls.min_version, TlsVersion::Tls12);
+    assert!(w.tls.cipher_suites.is_empty());
+
+    let cli = parse(&[
+        "--webhook-host=127.0.0.1",
+        "--webhook-port=19443",
+        "--webhook-cert-dir=/certs",
+        "--tls-min-version=VersionTLS12",
+        "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    ]);
+    let w = webhook_options(&cli).unwrap();
+    assert_eq!(w.addr, "127.0.0.1:19443".parse().unwrap());
+    assert_eq!(w.cert_dir, std::path::PathBuf::from("/certs"));
+    assert_eq!(w.tls.cipher_suites.len(), 2);
+    let v6 = webhook_options(&parse(&["--webhook-host=::1", "--webhook-port=1"])).unwrap();
+    assert_eq!(v6.addr, "[::1]:1".parse().unwrap());
+
+    assert!(!parse(&["--enable-webhooks=false"]).enable_webhooks);
+    assert!(
+        options_from_cli(&parse(&["--enable-webhooks=false"]))
+            .unwrap()
+            .webhooks
+            .is_none()
+    );
+
+    // Bad values are refused with clear errors.
+    let err = Cli::try_parse_from(["capmox", "--tls-min-version=VersionTLS11"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("VersionTLS11 is not supported"), "{err}");
+    let err = Cli::try_parse_from(["capmox", "--tls-cipher-suites=TLS_FOO"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown cipher suite \"TLS_FOO\""), "{err}");
+    let err = options_from_cli(&parse(&[
+        "--tls-min-version=VersionTLS13",
+        "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    ]))
+    .unwrap_err();
+    assert!(
+        matches!(err, ManagerError::Config(ref m) if m.contains("VersionTLS13")),
+        "{err}"
+    );
+}

@@ -6,6 +6,7 @@
 //! * [`crd`]: the merged, labelled CRDs written to `config/crd/bases/` by the `crdgen` binary.
 //! * [`consts`]: finalizers, labels and annotations.
 //! * [`capi`]: the few Cluster API and IPAM types the controllers read.
+//! * [`webhook`]: the table of served webhooks and the manifests generated from it.
 
 pub mod capi;
 pub mod consts;
@@ -13,3 +14,4 @@ pub mod conversion;
 pub mod crd;
 pub mod v1alpha1;
 pub mod v1alpha2;
+pub mod webhook;

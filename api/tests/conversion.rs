@@ -282,3 +282,54 @@ fn same_version_is_returned_unchanged_and_errors_are_typed() {
         Err(ConversionError::Decode { .. })
     ));
 }
+
+/// CAPI v1.10 reads a v1alpha2 ProxmoxMachineTemplate through v1alpha1 and creates each machine
+/// from `spec.template` through v1alpha1, copying `spec.template.metadata.annotations` (not the
+/// template's own). The machine data rides along there, so the created machine keeps what
+/// v1alpha1 cannot express (found by the end-to-end test with CAPI v1.10.2: NIC `queues` and a
+/// second pool were lost on every MachineDeployment machine).
+#[test]
+fn machines_cloned_from_a_v1alpha1_read_template_keep_hub_only_fields() {
+    let hub_spec = json!({
+        "sourceNode": "pve1", "templateID": 100,
+        "network": {"networkDevices": [{"name": "net0", "bridge": "vmbr0", "queues": 4, "defaultIPv4": true,
+                     "ipPoolRef": [pool("a-inet"), pool("b-inet")]}],
+                    "zone": "zone-b"},
+        "cloudInitStorage": "shared",
+    });
+    let template = json!({"apiVersion": V2, "kind": "ProxmoxMachineTemplate",
+        "metadata": {"name": "t", "namespace": "default"},
+        "spec": {"template": {"metadata": {"labels": {"a": "b"}}, "spec": hub_spec}}});
+    let read = down(template.clone());
+    let annotations = &read["spec"]["template"]["metadata"]["annotations"];
+    assert_eq!(read["spec"]["template"]["metadata"]["labels"], json!({"a": "b"}));
+    let data: Value =
+        serde_json::from_str(annotations[CONVERSION_DATA_ANNOTATION].as_str().expect("data")).expect("JSON");
+    assert_eq!(
+        data,
+        json!({"apiVersion": V2, "kind": "ProxmoxMachine", "spec": hub_spec})
+    );
+
+    // CAPI's clone: spec.template.spec, annotations from spec.template.metadata plus its own.
+    let mut clone_annotations = annotations.clone();
+    clone_annotations["cluster.x-k8s.io/cloned-from-name"] = json!("t");
+    let clone = json!({"apiVersion": V1, "kind": "ProxmoxMachine",
+        "metadata": {"name": "t-abc", "namespace": "default", "annotations": clone_annotations},
+        "spec": read["spec"]["template"]["spec"]});
+    let created = up(clone);
+    assert_eq!(created["spec"], hub_spec);
+    assert_eq!(
+        created["metadata"]["annotations"],
+        json!({"cluster.x-k8s.io/cloned-from-name": "t"})
+    );
+
+    // Written back through v1alpha1 (e.g. an ownerReference patch), the template is unchanged.
+    assert_eq!(up(read), template);
+    // A spec v1alpha1 expresses needs no machine data.
+    let plain = json!({"apiVersion": V2, "kind": "ProxmoxMachineTemplate",
+        "metadata": {"name": "t", "namespace": "default"},
+        "spec": {"template": {"spec": {"sourceNode": "pve1", "templateID": 100,
+            "network": {"networkDevices": [{"name": "net0", "bridge": "vmbr1", "model": "virtio", "defaultIPv4": true, "defaultIPv6": true}]}}}}});
+    assert_eq!(down(plain.clone())["spec"]["template"].get("metadata"), None);
+    assert_eq!(up(down(plain.clone())), plain);
+}

@@ -67,6 +67,10 @@ fn common_args(metrics: SocketAddr, t: &ManagerTarget) -> Vec<String> {
     let mut args = vec![
         "--health-probe-bind-address=0".to_owned(),
         format!("--diagnostics-address={metrics}"),
+        // The bench reads the metrics itself over plain HTTP on loopback, and plays no API
+        // server that would call webhooks.
+        "--insecure-diagnostics=true".to_owned(),
+        "--enable-webhooks=false".to_owned(),
         "--v=0".to_owned(),
     ];
     args.extend(t.extra_args.iter().cloned());

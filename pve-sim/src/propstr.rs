@@ -658,8 +658,12 @@ pub fn parse_size(s: &str) -> Option<u64> {
         'T' => (&s[..s.len() - 1], 1 << 40),
         _ => (s, 1),
     };
+    // Whole numbers exactly (an f64 has 53 bits: large byte counts came back off by one).
+    if let Ok(n) = num.parse::<u64>() {
+        return n.checked_mul(mult);
+    }
     let v: f64 = num.parse().ok()?;
-    if v < 0.0 {
+    if !v.is_finite() || v < 0.0 {
         return None;
     }
     Some((v * mult as f64) as u64)

@@ -72,6 +72,10 @@ pub struct NodeSpec {
     /// Whether the node is online.
     #[serde(default = "default_true")]
     pub online: bool,
+    /// Linux bridges on the node. When empty, any bridge is accepted; otherwise a VM whose `netN`
+    /// names another one fails to start (`bridge '<b>' does not exist`, as on PVE).
+    #[serde(default)]
+    pub bridges: Vec<String>,
 }
 
 /// One storage definition.
@@ -358,6 +362,7 @@ impl Default for Scenario {
             cpus: 16,
             memory: 64 * 1024 * 1024 * 1024,
             online: true,
+            bridges: Vec::new(),
         };
         let storage = |name: &str, kind: &str, content: &str, shared: bool| StorageSpec {
             name: name.to_string(),

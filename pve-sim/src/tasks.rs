@@ -215,9 +215,14 @@ pub fn start(
                     task.exitstatus = Some("OK".into());
                 }
                 Err(msg) => {
-                    task.log.push(msg.clone());
-                    task.log.push(format!("TASK ERROR: {msg}"));
-                    task.exitstatus = Some(msg);
+                    // A multi-line error logs its leading lines first; the last is the exit status
+                    // (`bridge 'x' does not exist` … `TASK ERROR: start failed: QEMU exited with code 1`).
+                    let mut lines: Vec<String> = msg.lines().map(str::to_owned).collect();
+                    let status = lines.pop().unwrap_or_default();
+                    task.log.extend(lines);
+                    task.log.push(status.clone());
+                    task.log.push(format!("TASK ERROR: {status}"));
+                    task.exitstatus = Some(status);
                 }
             }
             task.endtime = Some(now_epoch());

@@ -220,3 +220,58 @@ async fn pools_are_checked_when_the_scenario_defines_them() {
             .any(|e| e["id"] == "/pool/capi" && e["type"] == "pool")
     );
 }
+
+#[tokio::test]
+async fn bridges_are_checked_at_start_when_the_scenario_defines_them() {
+    let mut config = pve_sim::SimConfig::default();
+    for node in &mut config.scenario.nodes {
+        node.bridges = vec!["vmbr0".into(), "vmbr1".into()];
+    }
+    let sim = common::start(config).await;
+    sim.clone_vm(940, "wired").await;
+    // PVE accepts any bridge in the config; the start fails, naming it in the task log.
+    let r = sim
+        .post(
+            "/nodes/pve1/qemu/940/config",
+            json!({"net1": "virtio,bridge=vmbr1", "net2": "virtio,bridge=vmbr9"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = sim.post("/nodes/pve1/qemu/940/status/start", json!({})).await;
+    let upid = r.json["data"].as_str().unwrap().to_string();
+    assert_eq!(
+        sim.wait_task(&upid).await,
+        "start failed: QEMU exited with code 1"
+    );
+    let enc = upid.replace(':', "%3A").replace('@', "%40").replace('!', "%21");
+    let log = sim.get(&format!("/nodes/pve1/tasks/{enc}/log")).await;
+    let lines: Vec<&str> = log.json["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["t"].as_str().unwrap())
+        .collect();
+    assert_eq!(lines[0], "bridge 'vmbr9' does not exist");
+    assert!(
+        lines[1].starts_with("kvm: -netdev type=tap,id=net2,ifname=tap940i2,"),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines.last().copied(),
+        Some("TASK ERROR: start failed: QEMU exited with code 1")
+    );
+    assert_eq!(
+        sim.server.state().vm(940).unwrap().power,
+        pve_sim::PowerState::Stopped
+    );
+    // With the bridge fixed the VM starts.
+    let r = sim
+        .post("/nodes/pve1/qemu/940/config", json!({"delete": "net2"}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        sim.post_task("/nodes/pve1/qemu/940/status/start", json!({}))
+            .await,
+        "OK"
+    );
+}

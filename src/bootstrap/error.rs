@@ -93,6 +93,18 @@ pub enum BootstrapError {
         child: String,
     },
 
+    /// A value that would be written into a document has a shape that could change the
+    /// document's meaning (a line break in a host name, a MAC that is no MAC, ...).
+    #[error("invalid {what} {value:?}: expected {expected}")]
+    InvalidValue {
+        /// Which value (`hostname`, `MAC address`, `DNS server`, `VRF name`, ...).
+        what: &'static str,
+        /// The value (at most 80 characters of it).
+        value: String,
+        /// What it must look like.
+        expected: &'static str,
+    },
+
     /// The bootstrap secret has no `value` key.
     #[error("error retrieving bootstrap data: secret `value` key is missing")]
     MissingBootstrapValue,

@@ -15,6 +15,8 @@ use super::networkd::render_networkd_units;
 
 /// Enriches the Ignition config in `input.bootstrap.value` and returns the JSON for `user-data`.
 pub fn enrich_ignition(input: &MachineBootstrapInput) -> Result<Vec<u8>, BootstrapError> {
+    // The host name and instance id go unescaped into `/etc/hostname` and `/etc/proxmox-env`.
+    super::safe::check_identity(input)?;
     let mut doc: Value = serde_json::from_slice(&input.bootstrap.value)
         .map_err(|e| BootstrapError::IgnitionParse(e.to_string()))?;
     let root = doc

@@ -1,7 +1,9 @@
-//! NoCloud `meta-data`, byte for byte as capmox renders it, plus optional additive keys.
+//! NoCloud `meta-data`, byte for byte as capmox renders it for the values Kubernetes and Proxmox
+//! produce (others are quoted or refused, see [`super::safe`]), plus optional additive keys.
 
 use super::error::BootstrapError;
 use super::model::MachineBootstrapInput;
+use super::safe::{check_identity, is_canonical_uuid, yaml_scalar};
 
 /// Renders `meta-data`:
 ///
@@ -15,22 +17,28 @@ use super::model::MachineBootstrapInput;
 /// zone: <zone>                       (additive, only when set)
 /// ```
 pub fn render_metadata(input: &MachineBootstrapInput) -> Result<String, BootstrapError> {
-    if input.hostname.is_empty() {
-        return Err(BootstrapError::MissingHostname);
-    }
-    if input.instance_id.is_empty() {
-        return Err(BootstrapError::MissingInstanceId);
-    }
-    let mut out = format!(
-        "instance-id: {id}\nlocal-hostname: {host}\nhostname: {host}\n",
-        id = input.instance_id,
-        host = input.hostname
-    );
+    check_identity(input)?;
+    // capmox writes every value plain; a value that plain style would turn into something else
+    // (a number, a date, a boolean, another key) is quoted instead. Host names and SMBIOS uuids
+    // as Kubernetes and Proxmox make them stay byte-identical to capmox's output.
+    let id = if is_canonical_uuid(&input.instance_id) {
+        input.instance_id.clone()
+    } else {
+        yaml_scalar(&input.instance_id)
+    };
+    let host = yaml_scalar(&input.hostname);
+    let mut out = format!("instance-id: {id}\nlocal-hostname: {host}\nhostname: {host}\n");
     if input.provider_id_injection {
-        out.push_str(&format!("provider-id: {}\n", input.provider_id()));
+        let pid = input.provider_id();
+        let pid = if is_canonical_uuid(&input.instance_id) {
+            pid
+        } else {
+            yaml_scalar(&pid)
+        };
+        out.push_str(&format!("provider-id: {pid}\n"));
     }
     if let Some(version) = input.kubernetes_version.as_deref().filter(|v| !v.is_empty()) {
-        out.push_str(&format!("kubernetes-version: {version}\n"));
+        out.push_str(&format!("kubernetes-version: {}\n", yaml_scalar(version)));
     }
     let extra = &input.extra_metadata;
     for (key, value) in [("proxmox_node", &extra.proxmox_node), ("zone", &extra.zone)] {
@@ -39,23 +47,4 @@ pub fn render_metadata(input: &MachineBootstrapInput) -> Result<String, Bootstra
         }
     }
     Ok(out)
-}
-
-/// `value` as a YAML scalar that reads back as the same string: plain when that is unambiguous,
-/// single-quoted otherwise.
-pub(crate) fn yaml_scalar(value: &str) -> String {
-    let plain_safe = !value.is_empty()
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
-        && value.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && !matches!(
-            value.to_ascii_lowercase().as_str(),
-            "true" | "false" | "yes" | "no" | "on" | "off" | "null" | "y" | "n" | "nan" | "inf"
-        );
-    if plain_safe {
-        value.to_owned()
-    } else {
-        format!("'{}'", value.replace('\'', "''"))
-    }
 }

@@ -17,6 +17,7 @@ mod metadata;
 mod model;
 mod netplan;
 mod networkd;
+pub mod safe;
 mod validate;
 
 pub use error::BootstrapError;

@@ -77,7 +77,14 @@ pub fn render_network_config(
         let _ = write!(out, "\n{}vrfs:", i(0));
     }
     for vrf in &net.vrfs {
-        let _ = write!(out, "\n{}{}:\n{}table: {}", i(2), vrf.name, i(4), vrf.table);
+        let _ = write!(
+            out,
+            "\n{}{}:\n{}table: {}",
+            i(2),
+            super::safe::yaml_scalar(&vrf.name),
+            i(4),
+            vrf.table
+        );
         write_routes(&mut out, &vrf.routes, base);
         write_rules(&mut out, &vrf.routing_policy, base);
         if !vrf.interfaces.is_empty() {

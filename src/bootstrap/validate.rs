@@ -4,6 +4,8 @@
 //! effective (table, destination, metric) — a NIC enslaved to a VRF puts its routes in the VRF's table unless
 //! a route names its own, unset table is main (254); every route has a destination; every FIB rule matches
 //! on `to` and/or `from`, names a table unless it belongs to a VRF, and does not mix address families.
+//! Plus ours: MACs, DNS servers and VRF names have a shape that cannot break the documents
+//! ([`super::safe::check_network_values`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -18,6 +20,7 @@ pub fn validate_network(net: &NetworkModel) -> Result<(), BootstrapError> {
     if net.devices.is_empty() && net.vrfs.is_empty() {
         return Err(BootstrapError::MissingNetworkConfigData);
     }
+    super::safe::check_network_values(net)?;
 
     let mut vrf_of_member: HashMap<&str, i32> = HashMap::new();
     for vrf in &net.vrfs {

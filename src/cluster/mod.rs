@@ -71,7 +71,13 @@ pub struct Outcome {
     pub status: ProxmoxClusterStatus,
     /// Next action, or the error for the error policy.
     pub result: Result<Action, ClusterError>,
+    /// Events to record besides those derived from the status change (e.g. `ProxmoxTLSInsecure`
+    /// when the cluster's Proxmox client stops verifying certificates).
+    pub events: Vec<readiness::Transition>,
 }
+
+/// Event reason when a ProxmoxCluster's Proxmox client does not verify the server certificate.
+pub const TLS_INSECURE_REASON: &str = "ProxmoxTLSInsecure";
 
 fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
@@ -139,11 +145,57 @@ pub async fn reconcile_normal(
     memo: &Memo,
 ) -> Outcome {
     let mut status = pc.status.clone().unwrap_or_default();
-    let result = normal_steps(ctx, pc, owner, refresh_inventory, pool_fields, memo, &mut status).await;
+    let mut events = Vec::new();
+    let result = normal_steps(
+        ctx,
+        pc,
+        owner,
+        refresh_inventory,
+        pool_fields,
+        memo,
+        &mut status,
+        &mut events,
+    )
+    .await;
     if let Err(e) = &result {
         record_failure(&mut status, e, pc.metadata.generation);
     }
-    Outcome { status, result }
+    Outcome {
+        status,
+        result,
+        events,
+    }
+}
+
+/// Records whether the cluster's client verifies certificates (metric) and, when it just stopped
+/// doing so, the Warning event to publish (once per cluster and transition, not per reconcile).
+fn tls_signal(
+    ctx: &Context,
+    pc: &ProxmoxCluster,
+    client: &crate::proxmox::Client,
+) -> Option<readiness::Transition> {
+    let insecure = !client.config().verifies_tls();
+    let ns = pc.namespace().unwrap_or_default();
+    if !ctx
+        .metrics
+        .set_cluster_tls_insecure(&ns, &pc.name_any(), insecure)
+    {
+        return None;
+    }
+    let source = match secret_key(pc) {
+        Some((sns, sname)) if ctx.proxmox.global().is_none() => format!(
+            "the key `insecure` of the credentials Secret {sns}/{sname} is absent or true (capmox's reading); set it to false and put the server's CA into `root_ca`"
+        ),
+        _ => "the manager's PROXMOX_INSECURE is true (its default, as in capmox); set it to false and give --proxmox-root-cert-file".to_owned(),
+    };
+    Some(readiness::Transition {
+        warning: true,
+        reason: TLS_INSECURE_REASON,
+        note: format!(
+            "TLS certificate verification of the Proxmox API {} is disabled: {source}",
+            client.config().url
+        ),
+    })
 }
 
 /// Records a failed reconcile step in the status: `ProxmoxAvailable=False` (and so `Ready=False`)
@@ -164,6 +216,7 @@ async fn normal_steps(
     pool_fields: &PoolFieldSupport,
     memo: &Memo,
     status: &mut ProxmoxClusterStatus,
+    events: &mut Vec<readiness::Transition>,
 ) -> Result<Action, ClusterError> {
     let settings = &ctx.settings.cluster;
     let generation = pc.metadata.generation;
@@ -197,6 +250,7 @@ async fn normal_steps(
     status.in_cluster_zone_ref = (!zones.is_empty()).then_some(zones);
 
     let client = secret::resolve_client(ctx, pc).await?;
+    events.extend(tls_signal(ctx, pc, &client));
     let client_id = format!("{} {:?}", client.base_url(), client.config().credentials);
     let available = status.conditions.as_ref().is_some_and(|c| {
         c.iter()
@@ -274,7 +328,11 @@ pub async fn reconcile_delete(ctx: &Context, pc: &ProxmoxCluster, owner: Option<
     if let Err(e) = &result {
         record_failure(&mut status, e, pc.metadata.generation);
     }
-    Outcome { status, result }
+    Outcome {
+        status,
+        result,
+        events: Vec::new(),
+    }
 }
 
 async fn delete_steps(

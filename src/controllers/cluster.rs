@@ -25,6 +25,7 @@ use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
+use super::decoded::{self, Decoded};
 use super::triggers::{changes, hash_of};
 use crate::cluster::pool_schema::PoolFieldSupport;
 use crate::cluster::{self, ClusterError, FIELD_MANAGER, readiness};
@@ -114,7 +115,10 @@ impl ClusterCtx {
     }
 }
 
-fn key(pc: &ProxmoxCluster) -> String {
+/// A watched ProxmoxCluster (see [`decoded`]: one that cannot be read does not stop the others).
+type Watched = Decoded<ProxmoxCluster>;
+
+fn key<K: kube::Resource>(pc: &K) -> String {
     format!("{}/{}", pc.namespace().unwrap_or_default(), pc.name_any())
 }
 
@@ -128,7 +132,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         None => (c, None),
     };
     let (c, scope) = scoped(client.clone());
-    let pcs: Api<ProxmoxCluster> = match &scope {
+    let pcs: Api<Watched> = match &scope {
         Some(ns) => Api::namespaced(c.clone(), ns),
         None => Api::all(c.clone()),
     };
@@ -191,12 +195,12 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     // The ProxmoxClusters themselves trigger on what a reconcile reads of them — spec
     // (generation), metadata and deletion — not on status writes (the machine controller writes
     // `status.nodeLocations` with every reservation).
-    let (store, pc_writer) = kube::runtime::reflector::store::<ProxmoxCluster>();
+    let (store, pc_writer) = kube::runtime::reflector::store::<Watched>();
     let pc_events = changes(
         watcher(pcs, wc.clone()).default_backoff().reflect(pc_writer),
-        |pc: &ProxmoxCluster| {
+        |pc: &Watched| {
             hash_of((
-                pc.metadata.generation,
+                pc.meta().generation,
                 pc.labels().iter().collect::<Vec<_>>(),
                 pc.annotations().iter().collect::<Vec<_>>(),
                 pc.finalizers(),
@@ -204,7 +208,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
                     .iter()
                     .map(|o| o.uid.clone())
                     .collect::<Vec<_>>(),
-                pc.metadata.deletion_timestamp.is_some(),
+                pc.meta().deletion_timestamp.is_some(),
             ))
         },
         |_| true,
@@ -265,7 +269,7 @@ async fn cluster_api_resource(client: &kube::Client) -> ApiResource {
 
 /// Cluster → its ProxmoxCluster: by `spec.infrastructureRef` (v1beta2 `apiGroup` or v1beta1
 /// `apiVersion`) and by ProxmoxClusters whose owner is this Cluster.
-fn cluster_to_pcs(c: &DynamicObject, store: &Store<ProxmoxCluster>) -> Vec<ObjectRef<ProxmoxCluster>> {
+fn cluster_to_pcs(c: &DynamicObject, store: &Store<Watched>) -> Vec<ObjectRef<Watched>> {
     let ns = c.namespace().unwrap_or_default();
     let mut out = Vec::new();
     if let Some(r) = c.data.pointer("/spec/infrastructureRef") {
@@ -282,7 +286,7 @@ fn cluster_to_pcs(c: &DynamicObject, store: &Store<ProxmoxCluster>) -> Vec<Objec
     let name = c.name_any();
     for pc in store.state() {
         if pc.namespace().as_deref() == Some(ns.as_str())
-            && cluster::owner::owner_ref(&pc.metadata).is_some_and(|(_, n)| n == name)
+            && cluster::owner::owner_ref(pc.meta()).is_some_and(|(_, n)| n == name)
         {
             out.push(ObjectRef::from_obj(pc.as_ref()));
         }
@@ -292,10 +296,7 @@ fn cluster_to_pcs(c: &DynamicObject, store: &Store<ProxmoxCluster>) -> Vec<Objec
 
 /// ProxmoxMachine → the ProxmoxCluster(s) of its `cluster.x-k8s.io/cluster-name` (a deletion
 /// waiting for machines continues as soon as the last one is gone).
-fn machine_to_pcs(
-    m: &PartialObjectMeta<ProxmoxMachine>,
-    store: &Store<ProxmoxCluster>,
-) -> Vec<ObjectRef<ProxmoxCluster>> {
+fn machine_to_pcs(m: &PartialObjectMeta<ProxmoxMachine>, store: &Store<Watched>) -> Vec<ObjectRef<Watched>> {
     let Some(cluster_name) = m.labels().get(CLUSTER_NAME_LABEL) else {
         return Vec::new();
     };
@@ -303,28 +304,40 @@ fn machine_to_pcs(
     store
         .state()
         .into_iter()
-        .filter(|pc| pc.namespace() == ns && cluster::cluster_name(pc, None) == *cluster_name)
+        .filter(|pc| {
+            pc.namespace() == ns
+                && pc
+                    .ok()
+                    .is_some_and(|pc| cluster::cluster_name(pc, None) == *cluster_name)
+        })
         .map(|pc| ObjectRef::from_obj(pc.as_ref()))
         .collect()
 }
 
 /// Secret → the ProxmoxClusters referencing it (a created or rotated Secret is picked up at once).
-fn secret_to_pcs(
-    s: &PartialObjectMeta<Secret>,
-    store: &Store<ProxmoxCluster>,
-) -> Vec<ObjectRef<ProxmoxCluster>> {
+fn secret_to_pcs(s: &PartialObjectMeta<Secret>, store: &Store<Watched>) -> Vec<ObjectRef<Watched>> {
     let key = (s.namespace().unwrap_or_default(), s.name_any());
     store
         .state()
         .into_iter()
-        .filter(|pc| cluster::secret_key(pc).as_ref() == Some(&key))
+        .filter(|pc| {
+            pc.ok()
+                .is_some_and(|pc| cluster::secret_key(pc).as_ref() == Some(&key))
+        })
         .map(|pc| ObjectRef::from_obj(pc.as_ref()))
         .collect()
 }
 
 /// One reconcile; every error is also published as a Warning event on the object (its status
 /// already carries the failed step's reason, see [`cluster::record_failure`]).
-async fn reconcile(pc: Arc<ProxmoxCluster>, cc: Arc<ClusterCtx>) -> Result<Action, ClusterError> {
+async fn reconcile(watched: Arc<Watched>, cc: Arc<ClusterCtx>) -> Result<Action, ClusterError> {
+    let pc = match watched.as_ref() {
+        Decoded::Ok(pc) => pc.clone(),
+        Decoded::Unreadable(u) => {
+            decoded::report(&cc.recorder, &watched, u).await;
+            return Ok(Action::await_change());
+        }
+    };
     let result = reconcile_inner(&pc, &cc).await;
     if let Err(e) = &result {
         publish(
@@ -391,7 +404,10 @@ async fn reconcile_inner(pc: &ProxmoxCluster, cc: &ClusterCtx) -> Result<Action,
     };
     let old = pc.status.clone().unwrap_or_default();
     write_status(ctx, pc, &outcome.status).await?;
-    for t in readiness::transitions(&old, &outcome.status) {
+    for t in readiness::transitions(&old, &outcome.status)
+        .into_iter()
+        .chain(outcome.events)
+    {
         publish(&cc.recorder, pc, t).await;
     }
     if outcome.result.is_ok() {
@@ -457,11 +473,13 @@ async fn publish(recorder: &Recorder, pc: &ProxmoxCluster, t: readiness::Transit
     }
 }
 
-fn error_policy(pc: Arc<ProxmoxCluster>, err: &ClusterError, cc: Arc<ClusterCtx>) -> Action {
+fn error_policy(pc: Arc<Watched>, err: &ClusterError, cc: Arc<ClusterCtx>) -> Action {
     let s = &cc.ctx.settings.cluster;
     cc.ctx.metrics.reconcile_error(CONTROLLER, err.reason());
-    let delay = cc.backoff.next_jittered(&key(&pc), s.backoff_base, s.backoff_cap);
-    tracing::warn!(object = %key(&pc), error = %err, retry_in = ?delay, "proxmoxcluster reconcile failed");
+    let delay = cc
+        .backoff
+        .next_jittered(&key(pc.as_ref()), s.backoff_base, s.backoff_cap);
+    tracing::warn!(object = %key(pc.as_ref()), error = %err, retry_in = ?delay, "proxmoxcluster reconcile failed");
     Action::requeue(delay)
 }
 
@@ -490,7 +508,7 @@ mod tests {
     #[test]
     fn cluster_maps_through_either_ref_shape() {
         let (store, _w) = {
-            let (r, w) = kube::runtime::reflector::store::<ProxmoxCluster>();
+            let (r, w) = kube::runtime::reflector::store::<Watched>();
             (r, w)
         };
         let mut c = DynamicObject::new(

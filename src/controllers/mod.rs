@@ -2,6 +2,7 @@
 //! point and write status back.
 
 pub mod cluster;
+pub mod decoded;
 pub mod machine;
 
 pub mod rbac;

@@ -1,6 +1,7 @@
-//! The Kubernetes permissions the manager needs, declared next to the controllers that use them.
-//! `config/rbac/role.yaml` and `config/rbac/leader_election_role.yaml` are rendered from these
-//! lists (a test keeps the files in sync).
+//! The Kubernetes permissions the manager needs, declared next to the controllers (and the
+//! diagnostics server) that use them. `config/rbac/role.yaml`,
+//! `config/rbac/leader_election_role.yaml` and `config/rbac/metrics_reader_role.yaml` are
+//! rendered from these lists (a test keeps the files in sync).
 
 use std::collections::BTreeMap;
 
@@ -98,6 +99,13 @@ pub const MACHINE_CONTROLLER: &[Rule] = &[
     rule("ipam.cluster.x-k8s.io", "ipaddresses", READ),
 ];
 
+/// What the secured diagnostics server does ([`crate::diagnostics`]): reviews the bearer token
+/// and the access of every metrics request with the API server.
+pub const DIAGNOSTICS: &[Rule] = &[
+    rule("authentication.k8s.io", "tokenreviews", &["create"]),
+    rule("authorization.k8s.io", "subjectaccessreviews", &["create"]),
+];
+
 /// Leader election (namespaced Role): the `controller-leader-elect-capmox` Lease and its events.
 pub const LEADER_ELECTION: &[Rule] = &[
     rule("", "configmaps", ALL),
@@ -109,6 +117,11 @@ pub const LEADER_ELECTION: &[Rule] = &[
 pub const MANAGER_ROLE: &str = "manager-role";
 /// Name of the leader-election Role.
 pub const LEADER_ELECTION_ROLE: &str = "leader-election-role";
+/// Name of the ClusterRole a metrics scraper is bound to (`capmox-metrics-reader` once
+/// prefixed, capmox's name).
+pub const METRICS_READER_ROLE: &str = "metrics-reader";
+/// The non-resource URL the metrics reader may `get`.
+pub const METRICS_PATH: &str = "/metrics";
 
 /// Merges rules per (group, resource) and groups resources with identical verbs, sorted, as
 /// controller-gen does.
@@ -154,7 +167,28 @@ pub fn manager_role() -> ClusterRole {
             name: Some(MANAGER_ROLE.to_owned()),
             ..Default::default()
         },
-        rules: Some(policy_rules(&[CLUSTER_CONTROLLER, MACHINE_CONTROLLER])),
+        rules: Some(policy_rules(&[
+            CLUSTER_CONTROLLER,
+            MACHINE_CONTROLLER,
+            DIAGNOSTICS,
+        ])),
+        ..Default::default()
+    }
+}
+
+/// The ClusterRole for metrics scrapers (`config/rbac/metrics_reader_role.yaml`): `get` on
+/// `/metrics`, checked by the diagnostics server's SubjectAccessReview.
+pub fn metrics_reader_role() -> ClusterRole {
+    ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(METRICS_READER_ROLE.to_owned()),
+            ..Default::default()
+        },
+        rules: Some(vec![PolicyRule {
+            non_resource_urls: Some(vec![METRICS_PATH.to_owned()]),
+            verbs: vec!["get".to_owned()],
+            ..Default::default()
+        }]),
         ..Default::default()
     }
 }
@@ -177,8 +211,12 @@ mod tests {
 
     #[test]
     fn merged_rules_cover_every_declared_verb() {
-        let rules = policy_rules(&[CLUSTER_CONTROLLER, MACHINE_CONTROLLER]);
-        for r in CLUSTER_CONTROLLER.iter().chain(MACHINE_CONTROLLER) {
+        let rules = policy_rules(&[CLUSTER_CONTROLLER, MACHINE_CONTROLLER, DIAGNOSTICS]);
+        for r in CLUSTER_CONTROLLER
+            .iter()
+            .chain(MACHINE_CONTROLLER)
+            .chain(DIAGNOSTICS)
+        {
             for v in r.verbs {
                 assert!(grants(&rules, r.group, r.resource, v), "{r:?} {v}");
             }

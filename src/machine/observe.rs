@@ -127,9 +127,14 @@ pub async fn task_look(
         }
         Ok(s) => {
             view.finished(raw);
+            let mut exitstatus = s.exitstatus.clone().unwrap_or_else(|| "unknown error".to_owned());
+            // A failed start names its cause only in the task log (an unknown bridge, ...).
+            if let Some(detail) = view.client().task_failure_detail(&upid, &exitstatus).await {
+                exitstatus = format!("{exitstatus} ({detail})");
+            }
             TaskFacts::Failed {
                 kind: upid.task_type.clone(),
-                exitstatus: s.exitstatus.clone().unwrap_or_else(|| "unknown error".to_owned()),
+                exitstatus,
             }
         }
         Err(e) if e.is_not_found() => TaskFacts::Unknown,

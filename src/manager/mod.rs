@@ -1,7 +1,8 @@
 //! The manager: HTTP endpoints, CRD readiness, leader election, controllers and shutdown.
 //!
 //! Sequence of [`Manager::run`]:
-//! 1. serve `/healthz`, `/readyz` and `/metrics` (regardless of leadership);
+//! 1. serve `/healthz`, `/readyz`, `/metrics` and the webhooks (regardless of leadership; the
+//!    webhook server's certificate is loaded and its port bound in [`Manager::new`]);
 //! 2. probe the global Proxmox client (if configured) in the background, every minute; the result
 //!    is logged and shown on `/readyz` but never stops the manager (capmox exits instead; we keep
 //!    running so clusters with their own credentials still work and the global API can come back);
@@ -21,10 +22,12 @@ use tokio::task::JoinSet;
 
 use crate::context::Context;
 use crate::credentials::ProxmoxClients;
+use crate::diagnostics::{DelegatingAuth, MetricsServer};
 use crate::health::{self, HealthState, ProxmoxProbe};
 use crate::leader::{LeaderElector, LeaderError};
 use crate::metrics::Metrics;
 use crate::proxmox;
+use crate::webhooks::WebhookServer;
 
 /// How often the global Proxmox client is probed.
 const PROXMOX_PROBE_INTERVAL: Duration = Duration::from_secs(60);
@@ -72,6 +75,12 @@ pub enum ManagerError {
     /// A controller stopped although no shutdown was requested.
     #[error("controller {0} stopped unexpectedly")]
     ControllerStopped(String),
+    /// The webhook server could not start (certificate, TLS settings or port).
+    #[error(transparent)]
+    Webhook(#[from] crate::webhooks::WebhookError),
+    /// The diagnostics server could not start (certificate, TLS settings or port).
+    #[error(transparent)]
+    Diagnostics(#[from] crate::diagnostics::DiagnosticsError),
     /// An HTTP server failed.
     #[error("{what} server: {source}")]
     Server {
@@ -87,7 +96,9 @@ mod options;
 mod startup;
 mod supervise;
 
-pub use options::{ManagerOptions, global_proxmox_config, options_from_cli};
+pub use options::{
+    ManagerOptions, global_proxmox_config, metrics_security, options_from_cli, webhook_options,
+};
 pub use startup::wait_for_crds;
 
 use startup::{bind_opt, probe_loop};
@@ -115,7 +126,8 @@ pub struct Manager {
     metrics: Arc<Metrics>,
     health: Arc<HealthState>,
     health_listener: Option<tokio::net::TcpListener>,
-    metrics_listener: Option<tokio::net::TcpListener>,
+    metrics_server: Option<MetricsServer>,
+    webhook_server: Option<WebhookServer>,
     global_proxmox: Option<proxmox::Client>,
     elector: Option<LeaderElector>,
     leadership: watch::Receiver<bool>,
@@ -129,19 +141,32 @@ impl std::fmt::Debug for Manager {
             .field("options", &self.options)
             .field("health_addr", &self.health_addr())
             .field("metrics_addr", &self.metrics_addr())
+            .field("webhook_addr", &self.webhook_addr())
             .finish_non_exhaustive()
     }
 }
 
 impl Manager {
-    /// Binds the HTTP listeners, builds the global Proxmox client and the leader elector.
+    /// Binds the HTTP listeners and the webhook server (loading its certificate), builds the
+    /// global Proxmox client and the leader elector.
     pub async fn new(client: kube::Client, options: ManagerOptions) -> Result<Self, ManagerError> {
         let metrics = Arc::new(Metrics::new());
         let health = Arc::new(HealthState::default());
         let health_listener = bind_opt("health probe", options.health_addr).await?;
-        let metrics_listener = bind_opt("metrics", options.metrics_addr).await?;
+        let metrics_server = match options.metrics_addr {
+            Some(addr) => Some(MetricsServer::bind(addr, &options.metrics_security, client.clone()).await?),
+            None => None,
+        };
+        let webhook_server = match &options.webhooks {
+            Some(opts) => {
+                health.require_webhooks();
+                Some(WebhookServer::bind(opts).await?)
+            }
+            None => None,
+        };
         let global_proxmox = match &options.proxmox {
             Some(cfg) => {
+                metrics.set_global_tls_insecure(!cfg.verifies_tls());
                 let c = proxmox::Client::with_observer(cfg.clone(), metrics.proxmox_observer())
                     .map_err(|e| ManagerError::Proxmox(e.to_string()))?;
                 health.set_proxmox(ProxmoxProbe::Pending);
@@ -166,7 +191,8 @@ impl Manager {
             metrics,
             health,
             health_listener,
-            metrics_listener,
+            metrics_server,
+            webhook_server,
             global_proxmox,
             elector,
             leadership,
@@ -181,7 +207,18 @@ impl Manager {
 
     /// The bound metrics address.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.metrics_listener.as_ref().and_then(|l| l.local_addr().ok())
+        self.metrics_server.as_ref().and_then(MetricsServer::local_addr)
+    }
+
+    /// The reviewer of the secured metrics endpoint (`None` without one, or with
+    /// `--insecure-diagnostics`).
+    pub fn metrics_auth(&self) -> Option<Arc<DelegatingAuth>> {
+        self.metrics_server.as_ref().and_then(MetricsServer::auth)
+    }
+
+    /// The bound webhook server address (`None` when webhooks are disabled).
+    pub fn webhook_addr(&self) -> Option<SocketAddr> {
+        self.webhook_server.as_ref().map(WebhookServer::local_addr)
     }
 
     /// The manager's metrics.
@@ -212,7 +249,8 @@ impl Manager {
             metrics,
             health,
             health_listener,
-            metrics_listener,
+            metrics_server,
+            webhook_server,
             global_proxmox,
             elector,
             mut leadership,
@@ -238,11 +276,18 @@ impl Manager {
             let stop = servers_stop.waiter();
             servers.spawn(async move { ("health probe", health::serve(l, router, stop).await) });
         }
-        if let Some(l) = metrics_listener {
-            tracing::info!(addr = ?l.local_addr().ok(), "serving metrics on /metrics (plain HTTP)");
-            let router = health::metrics_router(Arc::clone(&metrics));
+        if let Some(server) = metrics_server {
+            let m = Arc::clone(&metrics);
             let stop = servers_stop.waiter();
-            servers.spawn(async move { ("metrics", health::serve(l, router, stop).await) });
+            servers.spawn(async move { ("metrics", server.serve(m, stop).await) });
+        }
+        if let Some(server) = webhook_server {
+            let h = Arc::clone(&health);
+            let stop = servers_stop.waiter();
+            servers.spawn(async move {
+                server.serve(move || h.set_webhooks_serving(), stop).await;
+                ("webhook", Ok(()))
+            });
         }
         if let Some(c) = global_proxmox.clone() {
             let h = Arc::clone(&health);

@@ -6,8 +6,10 @@ use std::time::Duration;
 use super::ManagerError;
 use crate::cli::{Cli, FeatureGates, parse_bind_address};
 use crate::context::ControllerSettings;
+use crate::diagnostics::{MetricsSecurity, SecureOptions};
 use crate::leader::{LeaderConfig, Timing, default_namespace};
 use crate::proxmox;
+use crate::webhooks::{TlsSettings, WebhookOptions};
 
 /// Everything the manager needs besides the Kubernetes client.
 #[derive(Debug, Clone)]
@@ -20,12 +22,18 @@ pub struct ManagerOptions {
     pub health_addr: Option<SocketAddr>,
     /// Metrics address (`None`: disabled; port 0: any free port).
     pub metrics_addr: Option<SocketAddr>,
+    /// How the metrics address is served: HTTPS with TokenReview/SubjectAccessReview (the
+    /// command line's default, like capmox) or plain HTTP (`--insecure-diagnostics`, and the
+    /// default of these options for in-process use).
+    pub metrics_security: MetricsSecurity,
     /// Global Proxmox client configuration (`None`: per-cluster credentials only).
     pub proxmox: Option<proxmox::ClientConfig>,
     /// How long to wait for the capmox CRDs at startup.
     pub crd_wait_timeout: Duration,
     /// Parsed feature gates (logged; `ClusterTopology` is recorded).
     pub feature_gates: FeatureGates,
+    /// The webhook server (`None`: webhooks disabled, nothing listens on the webhook port).
+    pub webhooks: Option<WebhookOptions>,
 }
 
 impl Default for ManagerOptions {
@@ -39,9 +47,11 @@ impl Default for ManagerOptions {
             leader_election: None,
             health_addr: None,
             metrics_addr: None,
+            metrics_security: MetricsSecurity::Insecure,
             proxmox: None,
             crd_wait_timeout: Duration::from_secs(120),
             feature_gates: FeatureGates::default(),
+            webhooks: None,
         }
     }
 }
@@ -65,14 +75,13 @@ pub fn options_from_cli(cli: &Cli) -> Result<ManagerOptions, ManagerError> {
     if let Some(le) = &leader_election {
         le.timing.validate().map_err(ManagerError::Config)?;
     }
-    if !cli.insecure_diagnostics {
-        tracing::info!(
-            "metrics are served over plain HTTP without authentication (--insecure-diagnostics=false is accepted for compatibility); restrict access with a NetworkPolicy"
-        );
-    }
-    if cli.enable_webhooks {
-        tracing::info!("--enable-webhooks: admission webhooks are not served by this version");
-    }
+    let metrics_security = metrics_security(cli)?;
+    let webhooks = if cli.enable_webhooks {
+        Some(webhook_options(cli)?)
+    } else {
+        tracing::info!("--enable-webhooks=false: no conversion or admission webhooks are served");
+        None
+    };
     Ok(ManagerOptions {
         settings: ControllerSettings {
             namespace: cli.namespace.clone().filter(|n| !n.is_empty()),
@@ -91,10 +100,63 @@ pub fn options_from_cli(cli: &Cli) -> Result<ManagerOptions, ManagerError> {
         leader_election,
         health_addr,
         metrics_addr,
+        metrics_security,
         proxmox: global_proxmox_config(cli)?,
         crd_wait_timeout: cli.crd_wait_timeout,
         feature_gates: cli.feature_gates.clone(),
+        webhooks,
     })
+}
+
+/// `--tls-min-version` and `--tls-cipher-suites`, checked.
+fn tls_settings(cli: &Cli) -> Result<TlsSettings, ManagerError> {
+    let tls = TlsSettings {
+        min_version: cli.tls_min_version,
+        cipher_suites: cli
+            .tls_cipher_suites
+            .iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect(),
+    };
+    tls.provider()
+        .map_err(|e| ManagerError::Config(format!("--tls-cipher-suites: {e}")))?;
+    Ok(tls)
+}
+
+/// How the diagnostics address is served, from `--insecure-diagnostics`, `--metrics-cert-path`
+/// and the `--tls-*` flags.
+pub fn metrics_security(cli: &Cli) -> Result<MetricsSecurity, ManagerError> {
+    if cli.insecure_diagnostics {
+        tracing::warn!(
+            "--insecure-diagnostics: metrics are served over plain HTTP without authentication; restrict access with a NetworkPolicy"
+        );
+        return Ok(MetricsSecurity::Insecure);
+    }
+    Ok(MetricsSecurity::Secure(SecureOptions {
+        tls: tls_settings(cli)?,
+        cert_dir: cli
+            .metrics_cert_path
+            .clone()
+            .filter(|p| !p.as_os_str().is_empty()),
+        ..SecureOptions::default()
+    }))
+}
+
+/// The webhook server options from `--webhook-*` and `--tls-*` (checks the TLS settings).
+pub fn webhook_options(cli: &Cli) -> Result<WebhookOptions, ManagerError> {
+    let host = cli.webhook_host.trim();
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    let addr = parse_bind_address(&format!("{host}:{}", cli.webhook_port))
+        .map_err(|e| ManagerError::Config(format!("--webhook-host/--webhook-port: {e}")))?
+        .ok_or_else(|| ManagerError::Config("--webhook-host/--webhook-port: no address".into()))?;
+    let mut opts = WebhookOptions::new(addr, cli.webhook_cert_dir.clone());
+    opts.tls = tls_settings(cli)?;
+    Ok(opts)
 }
 
 /// The global Proxmox client configuration when URL and credentials are all set (token wins
@@ -113,6 +175,10 @@ pub fn global_proxmox_config(cli: &Cli) -> Result<Option<proxmox::ClientConfig>,
     };
     let mut config = proxmox::ClientConfig::new(url, creds);
     if cli.proxmox_insecure {
+        tracing::warn!(
+            url = %proxmox::path::redact_userinfo(&config.url),
+            "TLS certificate verification of the global Proxmox client is disabled (PROXMOX_INSECURE defaults to true, as in capmox); set PROXMOX_INSECURE=false and --proxmox-root-cert-file to verify the server"
+        );
         if cli.proxmox_root_cert_file.is_some() {
             tracing::warn!(
                 "--proxmox-insecure is set: --proxmox-root-cert-file is ignored (capmox behaviour)"

@@ -318,6 +318,8 @@ const PERMANENT: &[&str] = &[
     "can't remove",
     "is required",
     "unable to create template",
+    // The node named in the path is not a member of the cluster (PVE proxies by node name).
+    "hostname lookup",
 ];
 
 /// Classifies a message PVE reported on the call or as a task exit status.
@@ -413,6 +415,10 @@ impl From<reqwest::Error> for Error {
                 context: "response body".into(),
                 message,
             };
+        }
+        // A certificate problem is named first: "connection error" hides what to fix.
+        if let Some(problem) = super::tls::describe_certificate_failure(&e) {
+            message = format!("{problem}; {message}");
         }
         Error::Network { message, timeout }
     }
@@ -599,6 +605,7 @@ mod tests {
             "unable to remove VM 101 - used in HA resources and purge parameter not set.",
             "can't remove VM 101 - protection mode enabled",
             "you can't convert a template to a template",
+            "hostname lookup 'pve9' failed - failed to get address info for: pve9: Name or service not known",
         ] {
             let e = err(500, Some(msg), "");
             assert!(matches!(e, Error::Rejected { status: 500, .. }), "{msg}: {e:?}");

@@ -39,8 +39,8 @@ pub use task::{TaskPollPolicy, TaskStatus, Upid};
 pub use tls::TlsVerification;
 pub use types::*;
 
-/// Client settings.
-#[derive(Debug, Clone)]
+/// Client settings. `Debug` hides the credentials' secrets and any user info in the URL.
+#[derive(Clone)]
 pub struct ClientConfig {
     /// PVE URL, e.g. `https://pve.example:8006` (a trailing `/api2/json` is accepted).
     pub url: String,
@@ -63,6 +63,23 @@ pub struct ClientConfig {
     pub task_poll: TaskPollPolicy,
     /// Age after which a ticket is renewed before use (default 1 h 45 min; PVE tickets live 2 h).
     pub ticket_renew_after: Duration,
+}
+
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("url", &path::redact_userinfo(&self.url))
+            .field("credentials", &self.credentials)
+            .field("tls", &self.tls)
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("user_agent", &self.user_agent)
+            .field("get_retries", &self.get_retries)
+            .field("retry_base", &self.retry_base)
+            .field("task_poll", &self.task_poll)
+            .field("ticket_renew_after", &self.ticket_renew_after)
+            .finish()
+    }
 }
 
 impl ClientConfig {
@@ -92,6 +109,11 @@ impl ClientConfig {
     pub fn insecure(mut self) -> Self {
         self.tls = TlsVerification::Insecure;
         self
+    }
+
+    /// Whether the server certificate is verified (`false` after [`ClientConfig::insecure`]).
+    pub fn verifies_tls(&self) -> bool {
+        !matches!(self.tls, TlsVerification::Insecure)
     }
 }
 

@@ -82,7 +82,13 @@ pub fn encode_segment(s: &str) -> String {
 pub fn api_base(configured: &str) -> Result<url::Url, Error> {
     let trimmed = configured.trim();
     let parsed = url::Url::parse(trimmed)
-        .map_err(|e| Error::Config(format!("invalid Proxmox URL '{trimmed}': {e}")))?;
+        .map_err(|e| Error::Config(format!("invalid Proxmox URL '{}': {e}", redact_userinfo(trimmed))))?;
+    // Credentials in the URL would be printed wherever the URL is (logs, events, Debug).
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(Error::Config(
+            "the Proxmox URL must not contain a user name or password; give the API token (or user name and password) separately".into(),
+        ));
+    }
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(Error::Config(format!(
             "Proxmox URL must be http(s), got '{}'",
@@ -104,6 +110,20 @@ pub fn api_base(configured: &str) -> Result<url::Url, Error> {
     let mut base = parsed.clone();
     base.set_path(&format!("{path}/api2/json"));
     Ok(base)
+}
+
+/// A URL for logs and `Debug` output: a user name or password in it is replaced by `***` (also in
+/// text that does not parse as a URL).
+pub fn redact_userinfo(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{}***@{}", &url[..scheme_end + 3], &rest[at + 1..]),
+        None => url.to_owned(),
+    }
 }
 
 /// Joins the API base with a path (no double slashes, segments kept encoded).
@@ -139,6 +159,28 @@ mod tests {
         assert!(api_base("ftp://x").is_err());
         assert!(api_base("not a url").is_err());
         assert!(api_base("https://x/?a=b").is_err());
+        // Credentials in the URL are refused without being echoed.
+        for url in [
+            "https://root:hunter22@pve:8006",
+            "https://root@pve:8006",
+            "https://:hunter22@pve",
+        ] {
+            let e = api_base(url).unwrap_err().to_string();
+            assert!(e.contains("must not contain a user name or password"), "{e}");
+            assert!(!e.contains("hunter22") && !e.contains("root@"), "{e}");
+        }
+        let e = api_base("https://root:hunter22@pve:80x06")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("hunter22"), "{e}");
+    }
+
+    #[test]
+    fn userinfo_is_redacted() {
+        assert_eq!(redact_userinfo("https://u:p@h:1/x@y"), "https://***@h:1/x@y");
+        assert_eq!(redact_userinfo("https://h:1/a@b"), "https://h:1/a@b");
+        assert_eq!(redact_userinfo("no url"), "no url");
+        assert_eq!(redact_userinfo("https://u:p w@h"), "https://***@h");
     }
 
     #[test]

@@ -165,6 +165,30 @@ pub fn exitstatus_is_success(exitstatus: &str) -> bool {
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// The cause of a failed task that its exit status leaves out, from its log: PVE ends a start
+/// that QEMU could not begin with the generic `start failed: QEMU exited with code 1` and logs
+/// the reason before it (`bridge 'vmbr9' does not exist`). `None` for other exit statuses or
+/// when the log has nothing more (QEMU's own `kvm: ...` command-line echoes are left out).
+pub fn failure_detail(exitstatus: &str, log: &[TaskLogLine]) -> Option<String> {
+    if !has_detail_in_log(exitstatus) {
+        return None;
+    }
+    let end = log
+        .iter()
+        .position(|l| l.t.starts_with("TASK ERROR:"))
+        .unwrap_or(log.len());
+    let lines: Vec<&str> = log[..end]
+        .iter()
+        .map(|l| l.t.trim())
+        .filter(|t| !t.is_empty() && *t != exitstatus && !t.starts_with("kvm: "))
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("; "))
+}
+
+fn has_detail_in_log(exitstatus: &str) -> bool {
+    exitstatus.starts_with("start failed: QEMU exited with code")
+}
+
 /// One task log line.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 pub struct TaskLogLine {
@@ -222,6 +246,15 @@ impl Client {
         self.get(&task_path(upid).lit("log"), &q).await
     }
 
+    /// [`failure_detail`] of a failed task, reading its log (`None` when the log cannot be read).
+    pub async fn task_failure_detail(&self, upid: &Upid, exitstatus: &str) -> Option<String> {
+        if !has_detail_in_log(exitstatus) {
+            return None;
+        }
+        let log = self.task_log(upid, 0, 500).await.ok()?;
+        failure_detail(exitstatus, &log)
+    }
+
     /// Polls a task until it ends or `timeout` passes.
     ///
     /// Returns the final status on success (`OK` / `WARNINGS: N`), [`Error::TaskFailed`] with the
@@ -270,6 +303,26 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failed_starts_are_explained_by_their_log() {
+        let line = |n: u64, t: &str| TaskLogLine { n, t: t.to_owned() };
+        let status = "start failed: QEMU exited with code 1";
+        let log = [
+            line(1, "bridge 'vmbr9' does not exist"),
+            line(
+                2,
+                "kvm: -netdev type=tap,id=net0: network script failed with status 512",
+            ),
+            line(3, "TASK ERROR: start failed: QEMU exited with code 1"),
+        ];
+        assert_eq!(
+            failure_detail(status, &log).as_deref(),
+            Some("bridge 'vmbr9' does not exist")
+        );
+        assert_eq!(failure_detail(status, &log[2..]), None);
+        assert_eq!(failure_detail("clone failed: out of space", &log), None);
+    }
 
     #[test]
     fn parses_upids() {

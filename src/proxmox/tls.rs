@@ -74,6 +74,52 @@ pub fn client_config(verification: &TlsVerification) -> Result<rustls::ClientCon
     Ok(config)
 }
 
+/// Explains a TLS certificate failure found anywhere in an error's source chain (rustls errors
+/// travel inside `std::io::Error`s, whose `source()` skips them), or `None` when the error is no
+/// certificate problem. The text names the problem and the fix, e.g. "the server's certificate
+/// is signed by an unknown certificate authority (invalid peer certificate: UnknownIssuer)".
+pub fn describe_certificate_failure(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = next {
+        let inner = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|i| i as &(dyn std::error::Error + 'static));
+        for candidate in [Some(e), inner].into_iter().flatten() {
+            if let Some(rustls::Error::InvalidCertificate(cert)) = candidate.downcast_ref::<rustls::Error>() {
+                return Some(certificate_problem(cert));
+            }
+        }
+        // An io::Error's own `source()` is its inner error's source: step into the inner error
+        // itself (it may be another io::Error, as reqwest nests them).
+        next = inner.or_else(|| e.source());
+    }
+    None
+}
+
+fn certificate_problem(e: &rustls::CertificateError) -> String {
+    use rustls::CertificateError as C;
+    let what = match e {
+        C::UnknownIssuer => {
+            "the server's certificate is signed by an unknown certificate authority: put the CA that signed it into the credentials Secret's `root_ca` (or --proxmox-root-cert-file)"
+        }
+        C::NotValidForName | C::NotValidForNameContext { .. } => {
+            "the server's certificate is not valid for the host name in the Proxmox URL"
+        }
+        C::Expired | C::ExpiredContext { .. } => "the server's certificate has expired",
+        C::NotValidYet | C::NotValidYetContext { .. } => "the server's certificate is not valid yet",
+        C::Revoked => "the server's certificate has been revoked",
+        C::BadSignature | C::BadEncoding | C::UnsupportedSignatureAlgorithmContext { .. } => {
+            "the server's certificate cannot be verified"
+        }
+        _ => "the server's certificate was rejected",
+    };
+    format!(
+        "TLS certificate verification failed: {what} ({})",
+        rustls::Error::InvalidCertificate(e.clone())
+    )
+}
+
 /// A verifier that accepts any certificate chain and host name, but still checks that the
 /// handshake signatures are made with the presented key.
 #[derive(Debug)]
@@ -125,6 +171,39 @@ mod tests {
         let c = client_config(&TlsVerification::Verify).unwrap();
         assert_eq!(c.alpn_protocols, vec![b"http/1.1".to_vec()]);
         client_config(&TlsVerification::Insecure).unwrap();
+    }
+
+    #[test]
+    fn certificate_failures_are_found_inside_io_errors() {
+        let tls = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        // reqwest nests the handshake's io::Error in another one.
+        let io = std::io::Error::other(std::io::Error::new(std::io::ErrorKind::InvalidData, tls));
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("client error (Connect)")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let msg = describe_certificate_failure(&Outer(io)).unwrap();
+        assert!(msg.contains("unknown certificate authority"), "{msg}");
+        assert!(msg.contains("root_ca"), "{msg}");
+        assert!(msg.contains("UnknownIssuer"), "{msg}");
+        let expired = rustls::Error::InvalidCertificate(rustls::CertificateError::Expired);
+        assert!(
+            describe_certificate_failure(&expired)
+                .unwrap()
+                .contains("has expired")
+        );
+        assert_eq!(
+            describe_certificate_failure(&std::io::Error::other("refused")),
+            None
+        );
     }
 
     #[test]

@@ -203,3 +203,81 @@ async fn claims_of_other_pool_kinds_are_left_alone() {
     assert!(other.status.and_then(|s| s.address_ref).is_none());
     ipam.stop().await;
 }
+
+/// CAPI v1.10's CRDs serve claims and addresses in `v1beta1` only: the stand-in serves those.
+#[tokio::test]
+async fn claims_are_served_in_v1beta1_when_no_v1beta2_is_served() {
+    use capmox_api::capi::ipam_claims::v1beta1;
+    use kube::CustomResourceExt;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let env = testenv::TestEnv::start_with(testenv::TestEnvOptions {
+        force_in_tree: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    env.install_crds(vec![
+        capmox_api::capi::in_cluster_ip_pool_crd(),
+        v1beta1::IPAddressClaim::crd(),
+        v1beta1::IPAddress::crd(),
+    ])
+    .await
+    .unwrap();
+    let client = env.client();
+    let ns: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).unwrap();
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let ipam = InClusterIpamStandIn::spawn(client.clone(), None);
+    create_pool(&client, "p", &["10.5.0.1-10.5.0.3"]).await;
+    let claims = Api::<v1beta1::IPAddressClaim>::namespaced(client.clone(), NS);
+    let mut claim = v1beta1::IPAddressClaim::new(
+        "m1-net0-00-inet",
+        v1beta1::IPAddressClaimSpec {
+            cluster_name: None,
+            pool_ref: IpPoolReference {
+                api_group: "ipam.cluster.x-k8s.io".into(),
+                kind: "InClusterIPPool".into(),
+                name: "p".into(),
+            },
+        },
+    );
+    claim.metadata.namespace = Some(NS.into());
+    claims.create(&PostParams::default(), &claim).await.unwrap();
+    let addresses = Api::<v1beta1::IPAddress>::namespaced(client.clone(), NS);
+    let a = wait_for(20, "the v1beta1 claim fulfilled", || {
+        let (claims, addresses) = (claims.clone(), addresses.clone());
+        async move {
+            let c = claims.get("m1-net0-00-inet").await.ok()?;
+            let name = c.status?.address_ref?.name;
+            addresses.get(&name).await.ok()
+        }
+    })
+    .await;
+    assert_eq!(a.spec.address, "10.5.0.2");
+    assert_eq!(a.spec.prefix, 24);
+    let owner = a
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "IPAddressClaim")
+        .cloned()
+        .unwrap();
+    assert_eq!(owner.api_version, "ipam.cluster.x-k8s.io/v1beta1");
+
+    claims
+        .delete("m1-net0-00-inet", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(20, "the claim and its address released", || {
+        let (claims, addresses) = (claims.clone(), addresses.clone());
+        async move {
+            let gone = claims.get_opt("m1-net0-00-inet").await.ok()?.is_none()
+                && addresses.get_opt("m1-net0-00-inet").await.ok()?.is_none();
+            gone.then_some(())
+        }
+    })
+    .await;
+    ipam.stop().await;
+}

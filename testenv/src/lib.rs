@@ -60,6 +60,7 @@ pub struct TestEnv {
     plane: Plane,
     client: kube::Client,
     url: String,
+    token: String,
     kubeconfig_path: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -165,6 +166,7 @@ impl TestEnv {
             plane,
             client,
             url,
+            token,
             kubeconfig_path,
             _dir: dir,
         })
@@ -183,6 +185,12 @@ impl TestEnv {
     /// The API server URL.
     pub fn server_url(&self) -> &str {
         &self.url
+    }
+
+    /// The admin bearer token (user `testenv-admin` in `system:masters`; TokenReview knows it in
+    /// both modes).
+    pub fn admin_token(&self) -> &str {
+        &self.token
     }
 
     /// The in-tree server, when running in in-tree mode.

@@ -67,15 +67,31 @@ async fn capmox_capi_ipam_crds_and_samples() {
                 .await
             {
                 Ok(out) => applied.push((kind, serde_json::to_value(&out).unwrap())),
-                // The scaffolded ProxmoxMachine sample has an empty `spec:` (null), but v1alpha2
-                // requires `spec` (and `spec.network`): kube-apiserver rejects it the same way.
+                // The scaffolded ProxmoxMachine sample has an empty `spec:` (null). Server-side apply
+                // keeps the null (it is not pruned as in a create), so kube-apiserver rejects it as
+                // a type error, and says the CEL rules it skipped were not checked.
                 Err(kube::Error::Api(e)) if kind == "proxmoxmachine" => {
                     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
                     let causes = e.details.unwrap().causes;
-                    assert!(
+                    let has = |field: &str, reason: &str, message: &str| {
                         causes
                             .iter()
-                            .any(|c| c.field == "spec" && c.reason == "FieldValueRequired"),
+                            .any(|c| c.field == field && c.reason == reason && c.message == message)
+                    };
+                    assert!(
+                        has(
+                            "spec",
+                            "FieldValueTypeInvalid",
+                            "Invalid value: \"null\": spec in body must be of type object: \"null\""
+                        ),
+                        "{causes:?}"
+                    );
+                    assert!(
+                        has(
+                            "<nil>",
+                            "FieldValueInvalid",
+                            "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"
+                        ),
                         "{causes:?}"
                     );
                     rejected_machine = true;

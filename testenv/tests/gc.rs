@@ -1,5 +1,5 @@
-//! The opt-in garbage collector of the in-tree server (envtest has none, so this always uses the
-//! in-tree server).
+//! The opt-in garbage collector of the in-tree server (envtest has none, so this is an in-tree-only
+//! test: it skips when real binaries are configured).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -24,6 +24,12 @@ fn owned(name: &str, owner: &ConfigMap) -> ConfigMap {
 
 #[tokio::test]
 async fn opt_in_garbage_collector() {
+    if testenv::real::binaries_from_env().is_some() {
+        eprintln!(
+            "skipped: tests the in-tree server's opt-in garbage collector (real binaries are configured)"
+        );
+        return;
+    }
     let opts = TestEnvOptions {
         server: ServerOptions {
             garbage_collector: true,

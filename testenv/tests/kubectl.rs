@@ -143,8 +143,9 @@ async fn kubectl_custom_resources() {
     assert_eq!(v["spec"]["color"], "red");
     let table = run(&env, &["get", "wd"], None);
     assert!(table.contains("w1"), "{table}");
+    // With additionalPrinterColumns the table is Name plus those columns: no automatic AGE.
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "SIZE", "PHASE", "AGE"], "{table}");
+    assert_eq!(header, ["NAME", "SIZE", "PHASE"], "{table}");
     let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
     assert_eq!(&row[..2], ["w1", "2"], "{table}");
     let (ok, _, err) = tokio::task::block_in_place(|| {
@@ -160,4 +161,29 @@ async fn kubectl_custom_resources() {
     });
     assert!(!ok && err.contains("unknown field \"spec.bogus\""), "{err}");
     run(&env, &["delete", "widget", "w1"], None);
+    // Without printer columns: Name and Age.
+    let crd = serde_json::to_string(&common::gadget_crd()).unwrap();
+    run(&env, &["apply", "-f", "-"], Some(&crd));
+    run(
+        &env,
+        &[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/gadgets.{}", common::GROUP),
+            "--timeout=60s",
+        ],
+        None,
+    );
+    let g = format!(
+        "apiVersion: {}/v1\nkind: Gadget\nmetadata:\n  name: g1\nspec:\n  a: 1\n",
+        common::GROUP
+    );
+    common::wait_for(60, "kubectl apply of a Gadget", || {
+        let ok = tokio::task::block_in_place(|| kubectl(&env, &["apply", "-f", "-"], Some(&g))).0;
+        async move { ok.then_some(()) }
+    })
+    .await;
+    let table = run(&env, &["get", "gadgets"], None);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "AGE"], "{table}");
 }

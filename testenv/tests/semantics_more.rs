@@ -53,7 +53,9 @@ async fn watcher_list_watch_and_streaming_list() {
     .await;
     assert_eq!(got, want);
 
-    // Raw streaming list: ADDED for existing objects, then a bookmark marking the end.
+    // Raw streaming list: ADDED for existing objects, then a bookmark marking the end. A
+    // kube-apiserver on etcd 3.4 (Debian's) cannot serve it: it answers with an ERROR event
+    // (`RequestWatchProgress is disabled`); the product does not use streaming lists.
     let wp = WatchParams::streaming_lists().labels("s=1");
     let mut raw = match api.watch(&wp, "").await {
         Ok(s) => s.boxed(),
@@ -69,6 +71,13 @@ async fn watcher_list_watch_and_streaming_list() {
     let mut added = BTreeSet::new();
     loop {
         match raw.try_next().await.unwrap().expect("stream ended") {
+            WatchEvent::Error(e) if env.is_real() && e.message.contains("RequestWatchProgress") => {
+                eprintln!(
+                    "skipped streaming lists: this kube-apiserver's etcd cannot serve them: {}",
+                    e.message
+                );
+                return;
+            }
             WatchEvent::Added(o) => {
                 added.insert(o.metadata.name.unwrap());
             }
@@ -176,12 +185,35 @@ async fn unserved_versions_and_unsupported_methods() {
     c.request::<serde_json::Value>(list("v1")).await.unwrap();
     let e = api_err(c.request::<serde_json::Value>(list("v1alpha1")).await);
     assert_eq!(e.code, 404);
-    // POST to a named object is not allowed.
-    let req = http::Request::post(format!("{}/x", path("v1")))
-        .header("content-type", "application/json")
-        .body(b"{}".to_vec())
+    // POST to a named custom resource path creates the object the body describes (its name
+    // wins); a body without a kind is a 400 from the decoder.
+    let post = |path: String, body: serde_json::Value| {
+        http::Request::post(path)
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap()
+    };
+    let e = api_err(
+        c.request::<serde_json::Value>(post(format!("{}/x", path("v1")), json!({})))
+            .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+    assert_eq!(
+        e.message,
+        "the object provided is unrecognized (must be of type Sprocket): Object 'Kind' is missing in '{}' ({})"
+    );
+    let body = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Sprocket", "metadata": {"name": "from-body"}, "spec": {"size": 1}});
+    let created = c
+        .request::<serde_json::Value>(post(format!("{}/x", path("v1")), body))
+        .await
         .unwrap();
-    let e = api_err(c.request::<serde_json::Value>(req).await);
+    assert_eq!(created["metadata"]["name"], "from-body");
+    // Built-in kinds do not allow it.
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
+    let e = api_err(
+        c.request::<serde_json::Value>(post(format!("/api/v1/namespaces/{ns}/configmaps/x"), cm))
+            .await,
+    );
     assert_eq!((e.code, e.reason.as_str()), (405, "MethodNotAllowed"));
 }
 
@@ -249,4 +281,52 @@ async fn partial_object_metadata_get_list_watch() {
     })
     .await
     .expect("metadata watcher saw both objects");
+}
+
+#[tokio::test]
+async fn watch_bookmarks() {
+    // The real watch cache sends a BOOKMARK about once a minute, and only once the collection
+    // changed after the watch's resourceVersion; the in-tree server does the same on its
+    // configurable interval (1 s here).
+    let env = testenv::TestEnv::start_with(testenv::TestEnvOptions {
+        server: testenv::ServerOptions {
+            bookmark_interval: std::time::Duration::from_secs(1),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let c = env.client();
+    let ns = namespace(&c).await;
+    let api: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(150), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    // Activity after the watch's version, so the collection's version moves past it.
+    let made = api
+        .create(&PostParams::default(), &cm("activity", json!({})))
+        .await
+        .unwrap();
+    let made_rv: u64 = made.metadata.resource_version.unwrap().parse().unwrap();
+    let bm = tokio::time::timeout(std::time::Duration::from_secs(100), async {
+        loop {
+            if let WatchEvent::Bookmark(b) = stream.try_next().await.unwrap().expect("stream ended") {
+                return b;
+            }
+        }
+    })
+    .await
+    .expect("a bookmark arrives");
+    let bm_rv: u64 = bm.metadata.resource_version.parse().unwrap();
+    assert!(bm_rv >= made_rv, "bookmark {bm_rv} before the change {made_rv}");
 }

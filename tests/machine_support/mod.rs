@@ -167,6 +167,13 @@ impl Harness {
         }
     }
 
+    /// Whether the controllers run (none of their tasks ended: no panic, no unexpected return).
+    pub fn controllers_alive(&self) -> bool {
+        self.controllers
+            .as_ref()
+            .is_some_and(|c| c.tasks.iter().all(|t| !t.is_finished()))
+    }
+
     /// Starts the controllers again with a fresh context.
     pub fn start_controllers(&mut self) {
         if self.controllers.is_none() {

@@ -213,6 +213,23 @@ fn restore_hub_status(hub: &mut v1alpha2::ProxmoxClusterStatus, restored: &v1alp
     }
 }
 
+/// `s` without what only v1alpha1 has (`cloneSpec`): the most [`spec_down`] can give back.
+fn spoke_core(s: &v1alpha1::ProxmoxClusterSpec) -> v1alpha1::ProxmoxClusterSpec {
+    v1alpha1::ProxmoxClusterSpec {
+        clone_spec: None,
+        ..s.clone()
+    }
+}
+
+/// `h` without what only v1alpha2 has (zones): the most [`spec_up`] can give back.
+fn hub_core(h: &v1alpha2::ProxmoxClusterSpec) -> v1alpha2::ProxmoxClusterSpec {
+    v1alpha2::ProxmoxClusterSpec {
+        zone_config: None,
+        failure_domains_from_zones: None,
+        ..h.clone()
+    }
+}
+
 fn restore_spoke_spec(spoke: &mut v1alpha1::ProxmoxClusterSpec, restored: &v1alpha1::ProxmoxClusterSpec) {
     if spoke.clone_spec.is_none() {
         spoke.clone_spec = restored.clone_spec.clone();
@@ -240,8 +257,11 @@ impl Body for ClusterBody {
         (spec_down(&h.0), h.1.as_ref().map(status_down))
     }
 
+    // The stored object is taken whole when it converts to what arrived, apart from what the
+    // arriving version cannot express: values the other version writes ambiguously (an empty
+    // `controlPlaneEndpoint`) would otherwise change on every round trip.
     fn restore_hub(hub: &mut Self::Hub, restored: &Self::Hub, spoke: &Self::Spoke) {
-        if spec_down(&restored.0) == spoke.0 {
+        if spec_down(&restored.0) == spoke_core(&spoke.0) {
             hub.0 = restored.0.clone();
         } else {
             restore_hub_spec(&mut hub.0, &restored.0);
@@ -254,7 +274,7 @@ impl Body for ClusterBody {
     }
 
     fn restore_spoke(spoke: &mut Self::Spoke, restored: &Self::Spoke, hub: &Self::Hub) {
-        if spec_up(&restored.0) == hub.0 {
+        if spec_up(&restored.0) == hub_core(&hub.0) {
             spoke.0 = restored.0.clone();
         } else {
             restore_spoke_spec(&mut spoke.0, &restored.0);
@@ -296,11 +316,25 @@ impl Body for ClusterTemplateBody {
         (spec, None)
     }
 
-    fn restore_hub(hub: &mut Self::Hub, restored: &Self::Hub, _spoke: &Self::Spoke) {
-        restore_hub_spec(&mut hub.template.spec, &restored.template.spec);
+    // As for ProxmoxCluster: the stored object is taken whole when it converts to what arrived
+    // (apart from what the arriving version cannot express).
+    fn restore_hub(hub: &mut Self::Hub, restored: &Self::Hub, spoke: &Self::Spoke) {
+        let mut arrived = spoke.0.clone();
+        arrived.template.spec = spoke_core(&arrived.template.spec);
+        if Self::down(restored).0 == arrived {
+            *hub = restored.clone();
+        } else {
+            restore_hub_spec(&mut hub.template.spec, &restored.template.spec);
+        }
     }
 
-    fn restore_spoke(spoke: &mut Self::Spoke, restored: &Self::Spoke, _hub: &Self::Hub) {
-        restore_spoke_spec(&mut spoke.0.template.spec, &restored.0.template.spec);
+    fn restore_spoke(spoke: &mut Self::Spoke, restored: &Self::Spoke, hub: &Self::Hub) {
+        let mut arrived = hub.clone();
+        arrived.template.spec = hub_core(&arrived.template.spec);
+        if Self::up(restored) == arrived {
+            spoke.0 = restored.0.clone();
+        } else {
+            restore_spoke_spec(&mut spoke.0.template.spec, &restored.0.template.spec);
+        }
     }
 }

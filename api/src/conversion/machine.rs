@@ -6,6 +6,7 @@ use super::common::{
     restore_spoke_conditions, template_meta_down, template_meta_up,
 };
 use super::network::{network_down, network_up, restore_network};
+use crate::consts::CONVERSION_DATA_ANNOTATION;
 use crate::{v1alpha1, v1alpha2};
 
 /// v1alpha1 machine spec → v1alpha2.
@@ -290,35 +291,88 @@ impl Body for MachineBody {
 }
 
 /// ProxmoxMachineTemplate body: the spec (no status).
+///
+/// CAPI v1.10 (v1beta1 contract) reads a template through `v1alpha1` and creates each
+/// ProxmoxMachine from `spec.template` through `v1alpha1`, copying `spec.template.metadata`'s
+/// annotations but not the template's own. So a down-conversion that cannot express the machine
+/// spec also puts the hub ProxmoxMachine (`apiVersion`, `kind`, `spec`) into
+/// `spec.template.metadata.annotations["cluster.x-k8s.io/conversion-data"]`: the machines CAPI
+/// creates carry it, and their up-conversion restores what `v1alpha1` cannot hold (NIC `queues`,
+/// pools beyond one per family, zones, ...). Up-conversion drops that entry again.
 pub(crate) struct MachineTemplateBody;
+
+/// The hub ProxmoxMachine's JSON for `spec.template.metadata` when `spec` does not survive a
+/// down-conversion, else `None`.
+fn machine_data(spec: &v1alpha2::ProxmoxMachineSpec, down: &v1alpha1::ProxmoxMachineSpec) -> Option<String> {
+    if spec_up(down) == *spec {
+        return None;
+    }
+    let machine = serde_json::json!({
+        "apiVersion": v1alpha2::API_VERSION,
+        "kind": "ProxmoxMachine",
+        "spec": spec,
+    });
+    // Serialising derived types with string keys cannot fail.
+    serde_json::to_string(&machine).ok()
+}
 
 impl Body for MachineTemplateBody {
     type Spoke = v1alpha1::ProxmoxMachineTemplateSpec;
     type Hub = v1alpha2::ProxmoxMachineTemplateSpec;
 
     fn up(s: &Self::Spoke) -> Self::Hub {
+        let mut metadata = template_meta_up(&s.template.metadata);
+        let mut emptied = false;
+        if let Some(m) = metadata.as_mut()
+            && let Some(a) = m.annotations.as_mut()
+            && a.remove(CONVERSION_DATA_ANNOTATION).is_some()
+            && a.is_empty()
+        {
+            m.annotations = None;
+            emptied = m.labels.is_none();
+        }
+        if emptied {
+            // Only the entry `down` added was there.
+            metadata = None;
+        }
         v1alpha2::ProxmoxMachineTemplateSpec {
             template: v1alpha2::ProxmoxMachineTemplateResource {
-                metadata: template_meta_up(&s.template.metadata),
+                metadata,
                 spec: spec_up(&s.template.spec),
             },
         }
     }
 
     fn down(h: &Self::Hub) -> Self::Spoke {
+        let spec = spec_down(&h.template.spec);
+        let mut metadata = template_meta_down(&h.template.metadata);
+        if let Some(data) = machine_data(&h.template.spec, &spec) {
+            metadata
+                .get_or_insert_with(Default::default)
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(CONVERSION_DATA_ANNOTATION.to_owned(), data);
+        }
         v1alpha1::ProxmoxMachineTemplateSpec {
-            template: v1alpha1::ProxmoxMachineTemplateResource {
-                metadata: template_meta_down(&h.template.metadata),
-                spec: spec_down(&h.template.spec),
-            },
+            template: v1alpha1::ProxmoxMachineTemplateResource { metadata, spec },
         }
     }
 
-    fn restore_hub(hub: &mut Self::Hub, restored: &Self::Hub, _spoke: &Self::Spoke) {
-        restore_hub_spec(&mut hub.template.spec, &restored.template.spec);
+    // As for ProxmoxMachine: a stored object that converts to exactly what arrived is taken
+    // whole, so values the other version writes ambiguously survive round trips.
+    fn restore_hub(hub: &mut Self::Hub, restored: &Self::Hub, spoke: &Self::Spoke) {
+        if Self::down(restored) == *spoke {
+            *hub = restored.clone();
+        } else {
+            restore_hub_spec(&mut hub.template.spec, &restored.template.spec);
+        }
     }
 
-    fn restore_spoke(spoke: &mut Self::Spoke, restored: &Self::Spoke, _hub: &Self::Hub) {
-        restore_spoke_spec(&mut spoke.template.spec, &restored.template.spec);
+    fn restore_spoke(spoke: &mut Self::Spoke, restored: &Self::Spoke, hub: &Self::Hub) {
+        if Self::up(restored) == *hub {
+            *spoke = restored.clone();
+        } else {
+            restore_spoke_spec(&mut spoke.template.spec, &restored.template.spec);
+        }
     }
 }

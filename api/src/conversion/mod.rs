@@ -26,6 +26,11 @@
 //! version cannot express is restored (zones, NIC `queues`/`defaultIPv4`/`defaultIPv6`/`is6`,
 //! condition `observedGeneration`; `cloneSpec`, `target`, condition `severity` the other way).
 //!
+//! ProxmoxMachineTemplates carry the hub machine in `spec.template.metadata.annotations` too when
+//! they are read through v1alpha1 and the machine spec is lossy: CAPI v1.10 creates the
+//! MachineDeployment's ProxmoxMachines from that v1alpha1 view and copies those annotations (not
+//! the template's own), so the machines it creates keep NIC `queues`, extra pools, zones, ...
+//!
 //! # Where the plain mapping is lossy (the annotation covers these)
 //!
 //! * v1alpha1 → v1alpha2: `cloneSpec`, `target` (it replaces `allowedNodes`), `failureReason`,

@@ -39,6 +39,26 @@ fn check_skiplock(ctx: &Ctx, p: &Params) -> Result<bool, ApiError> {
     Ok(p.bool("skiplock").unwrap_or(false))
 }
 
+/// The first `netN` (by index) whose bridge is not among the node's `bridges` (none when the
+/// node lists no bridges: any is accepted).
+fn missing_bridge(
+    config: &std::collections::BTreeMap<String, String>,
+    bridges: &[String],
+) -> Option<(String, String)> {
+    if bridges.is_empty() {
+        return None;
+    }
+    let mut nets: Vec<(u32, &String, &String)> = config
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("net")?.parse().ok()?, k, v)))
+        .collect();
+    nets.sort();
+    nets.into_iter().find_map(|(_, k, v)| {
+        let bridge = crate::propstr::to_map(v, Some("model")).get("bridge").cloned()?;
+        (!bridges.contains(&bridge)).then(|| (k.clone(), bridge))
+    })
+}
+
 /// `POST .../status/start`: every failure is reported inside the task.
 pub fn start(ctx: &Ctx, p: &Params) -> HandlerResult {
     let node = p.node();
@@ -75,6 +95,16 @@ pub fn start(ctx: &Ctx, p: &Params) -> HandlerResult {
                     vm.config.remove("lock");
                 }
                 vm.apply_pending();
+                let bridges = c.nodes.get(&n).map(|node| node.bridges.clone()).unwrap_or_default();
+                let vm = c
+                    .vm_on_mut(&n, vmid)
+                    .ok_or_else(|| conf_missing(&n, vmid).message)?;
+                if let Some((net, bridge)) = missing_bridge(&vm.config, &bridges) {
+                    return Err(format!(
+                        "bridge '{bridge}' does not exist\nkvm: -netdev type=tap,id={net},ifname=tap{vmid}i{idx},script=/var/lib/qemu-server/pve-bridge,downscript=/var/lib/qemu-server/pve-bridgedown,vhost=on: network script /var/lib/qemu-server/pve-bridge failed with status 512\nstart failed: QEMU exited with code 1",
+                        idx = net.trim_start_matches("net"),
+                    ));
+                }
                 vm.set_power(PowerState::Running);
                 let rate = c.faults.start_fails_but_runs;
                 if c.fault_roll("start-fails-but-runs", rate) {

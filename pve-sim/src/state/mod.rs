@@ -27,6 +27,8 @@ pub struct Node {
     pub memory: u64,
     /// Online flag.
     pub online: bool,
+    /// Linux bridges (empty: any bridge exists).
+    pub bridges: Vec<String>,
     /// Node id in the cluster (1-based).
     pub nodeid: u32,
     /// Process start value used in UPIDs.
@@ -211,6 +213,7 @@ impl Cluster {
                     cpus: n.cpus,
                     memory: n.memory,
                     online: n.online,
+                    bridges: n.bridges.clone(),
                     nodeid: u32::try_from(i + 1).unwrap_or(u32::MAX),
                     pstart: rng.random_range(0x0100_0000..0x0F00_0000),
                 };

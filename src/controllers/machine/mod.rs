@@ -31,6 +31,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::cluster::Backoff;
+use super::decoded::{self, Decoded};
 use super::triggers::changes;
 use crate::cluster;
 use crate::conditions;
@@ -95,8 +96,17 @@ impl MachineCtx {
     }
 }
 
+/// A watched ProxmoxMachine (see [`decoded`]: one that cannot be read does not stop the others).
+pub(crate) type Watched = Decoded<ProxmoxMachine>;
+/// A watched ProxmoxCluster.
+pub(crate) type WatchedPc = Decoded<ProxmoxCluster>;
+
 fn key(pm: &ProxmoxMachine) -> String {
-    format!("{}/{}", pm.namespace().unwrap_or_default(), pm.name_any())
+    key_of(pm)
+}
+
+fn key_of<K: Resource>(obj: &K) -> String {
+    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
 /// The served version of `group` among `preferred` (first match), or the first preference.
@@ -157,14 +167,14 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let address_ar = resource(IPAM_GROUP, ipam, "IPAddress", "ipaddresses");
 
     let wc = || watcher::Config::default().any_semantic();
-    let (pms, pm_writer) = reflector::store::<ProxmoxMachine>();
+    let (pms, pm_writer) = reflector::store::<Watched>();
     let dyn_store = |ar: &ApiResource| {
         let w = reflector::store::Writer::<DynamicObject>::new(ar.clone());
         (w.as_reader(), w)
     };
     let (machines, machine_writer) = dyn_store(&machine_ar);
     let (clusters, cluster_writer) = dyn_store(&cluster_ar);
-    let (pcs, pc_writer) = reflector::store::<ProxmoxCluster>();
+    let (pcs, pc_writer) = reflector::store::<WatchedPc>();
     let (claims, claim_writer) = dyn_store(&claim_ar);
     let (addresses, address_writer) = dyn_store(&address_ar);
     let (pools, pool_writer) = reflector::store::<InClusterIPPool>();
@@ -204,9 +214,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         ctx: ctx.clone(),
     });
 
-    let pm_stream = watcher(api_for::<ProxmoxMachine>(&client, &ns), wc())
+    let pm_stream = watcher(api_for::<Watched>(&client, &ns), wc())
         .default_backoff()
-        .modify(|pm| watches::trim_meta(&mut pm.metadata))
+        .modify(|pm| watches::trim_meta(pm.meta_mut()))
         .reflect(pm_writer)
         .applied_objects();
     let pm_stream = watches::not_own_writes(pm_stream, Arc::clone(&latest));
@@ -220,9 +230,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         .modify(|c| watches::trim_status(c, &["initialization", "infrastructureReady"]))
         .reflect(cluster_writer);
     let cluster_stream = changes(cluster_stream, watches::cluster_fingerprint, |_| true);
-    let pc_stream = watcher(api_for::<ProxmoxCluster>(&client, &ns), wc())
+    let pc_stream = watcher(api_for::<WatchedPc>(&client, &ns), wc())
         .default_backoff()
-        .modify(|pc| watches::trim_meta(&mut pc.metadata))
+        .modify(|pc| watches::trim_meta(pc.meta_mut()))
         .reflect(pc_writer);
     let pc_stream = changes(pc_stream, watches::pc_fingerprint, |_| true);
     let claim_stream = watcher(dyn_api(&claim_ar), wc())
@@ -287,9 +297,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         .watches_stream(secret_stream, move |s| watches::secret_to_pm(&s, &s5))
         .watches_stream(pool_stream, move |_| {
             let _ = &s6;
-            None::<ObjectRef<ProxmoxMachine>>
+            None::<ObjectRef<Watched>>
         })
-        .reconcile_on(woken)
+        .reconcile_on(woken.map(|r| watches::retype(&r)))
         .with_config(Config::default().concurrency(ctx.settings.machine_concurrency()))
         .graceful_shutdown_on(stop)
         .run(reconcile, error_policy, mc)
@@ -356,14 +366,21 @@ async fn proxmox_client(mc: &MachineCtx, pc: &ProxmoxCluster) -> Result<Client, 
 /// The newest copy of the machine: the cache's or this controller's last write.
 fn current(mc: &MachineCtx, cached: &ProxmoxMachine) -> Option<Arc<ProxmoxMachine>> {
     let r = ObjectRef::from_obj(cached);
-    let from_cache = mc.stores.pms.get(&r)?;
+    let from_cache = mc.stores.pm(&r)?;
     Some(mc.latest.pick(from_cache))
 }
 
 /// One reconcile. An error that stops it outside a provisioning step (those record their own
 /// reasons) is published as a Warning event and, unless the machine is provisioned, shown as
 /// `VirtualMachineProvisioned=False` with the error's reason (`DeletionFailed` while deleting).
-async fn reconcile(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Result<Action, MachineError> {
+async fn reconcile(watched: Arc<Watched>, mc: Arc<MachineCtx>) -> Result<Action, MachineError> {
+    let cached = match watched.as_ref() {
+        Decoded::Ok(pm) => pm.clone(),
+        Decoded::Unreadable(u) => {
+            decoded::report(&mc.recorder, &watched, u).await;
+            return Ok(Action::await_change());
+        }
+    };
     let result = reconcile_inner(cached.clone(), mc.clone()).await;
     if let Err(e) = &result {
         report_failure(&mc, &cached, e).await;
@@ -436,7 +453,7 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
     let pc = match (&pc_name, &cluster_name) {
         (Some(n), _) => mc.stores.pc(&ns, n),
         // The Cluster is gone (e.g. deleted before its machines): find its ProxmoxCluster by label.
-        (None, Some(c)) => mc.stores.pcs.state().into_iter().find(|pc| {
+        (None, Some(c)) => mc.stores.readable_pcs().into_iter().find(|pc| {
             pc.namespace().as_deref() == Some(ns.as_str()) && pc.labels().get(CLUSTER_NAME_LABEL) == Some(c)
         }),
         (None, None) => None,
@@ -761,13 +778,13 @@ fn error_backoff_cap(s: &crate::machine::MachineSettings) -> Duration {
     s.task_poll_max.max(Duration::from_secs(10))
 }
 
-fn error_policy(pm: Arc<ProxmoxMachine>, err: &MachineError, mc: Arc<MachineCtx>) -> Action {
+fn error_policy(pm: Arc<Watched>, err: &MachineError, mc: Arc<MachineCtx>) -> Action {
     let s = &mc.ctx.settings.machine;
     mc.ctx.metrics.reconcile_error(CONTROLLER, err.class());
     let delay = mc
         .errors
-        .next_jittered(&key(&pm), s.task_poll_initial, error_backoff_cap(s));
-    tracing::warn!(object = %key(&pm), error = %err, retry_in = ?delay, "proxmoxmachine reconcile failed");
+        .next_jittered(&key_of(pm.as_ref()), s.task_poll_initial, error_backoff_cap(s));
+    tracing::warn!(object = %key_of(pm.as_ref()), error = %err, retry_in = ?delay, "proxmoxmachine reconcile failed");
     Action::requeue(delay)
 }
 

@@ -24,27 +24,29 @@ use capmox_api::consts::{CLUSTER_NAME_LABEL, GROUP};
 use capmox_api::v1alpha2::{ProxmoxCluster, ProxmoxMachine};
 use futures::{Stream, StreamExt, future};
 use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
+use super::{Watched, WatchedPc};
 use crate::cluster;
+use crate::controllers::decoded::Decoded;
 use crate::machine::caches::{Caches, Meta};
 use crate::machine::latest::{Latest, resource_version};
 
 /// The caches the reconcile reads.
 #[derive(Clone)]
 pub struct Stores {
-    /// ProxmoxMachines.
-    pub pms: Store<ProxmoxMachine>,
+    /// ProxmoxMachines (those our types cannot read too, see `controllers::decoded`).
+    pub pms: Store<Watched>,
     /// CAPI Machines (served version).
     pub machines: Store<DynamicObject>,
     /// CAPI Clusters (served version).
     pub clusters: Store<DynamicObject>,
-    /// ProxmoxClusters.
-    pub pcs: Store<ProxmoxCluster>,
+    /// ProxmoxClusters (those our types cannot read too).
+    pub pcs: Store<WatchedPc>,
     /// IPAddressClaims (served version).
     pub claims: Store<DynamicObject>,
     /// IPAddresses (served version).
@@ -99,7 +101,21 @@ impl Stores {
 
     /// The ProxmoxCluster `name` in `ns`.
     pub fn pc(&self, ns: &str, name: &str) -> Option<Arc<ProxmoxCluster>> {
-        self.pcs.get(&ObjectRef::new(name).within(ns))
+        self.pcs.get(&ObjectRef::new(name).within(ns))?.ok().cloned()
+    }
+
+    /// The readable ProxmoxClusters.
+    pub fn readable_pcs(&self) -> Vec<Arc<ProxmoxCluster>> {
+        self.pcs
+            .state()
+            .iter()
+            .filter_map(|pc| pc.ok().cloned())
+            .collect()
+    }
+
+    /// The ProxmoxMachine `r` (`None`: not cached, or our types cannot read it).
+    pub fn pm(&self, r: &ObjectRef<ProxmoxMachine>) -> Option<Arc<ProxmoxMachine>> {
+        self.pms.get(&retype(r))?.ok().cloned()
     }
 }
 
@@ -139,8 +155,12 @@ impl Caches for Stores {
             .into_iter()
             .filter(|pm| pm.namespace().as_deref() == Some(namespace))
             .filter(|pm| pm.labels().get(CLUSTER_NAME_LABEL).map(String::as_str) == Some(cluster))
-            .filter(|pm| except_uid.is_none_or(|u| pm.metadata.uid.as_deref() != Some(u)))
-            .filter_map(|pm| pm.spec.virtual_machine_id)
+            .filter(|pm| except_uid.is_none_or(|u| pm.meta().uid.as_deref() != Some(u)))
+            // A sibling our types cannot read still holds its VMID.
+            .filter_map(|pm| match pm.as_ref() {
+                Decoded::Ok(pm) => pm.spec.virtual_machine_id,
+                Decoded::Unreadable(u) => u.raw.pointer("/spec/virtualMachineID").and_then(Value::as_i64),
+            })
             .collect()
     }
 }
@@ -180,17 +200,32 @@ pub fn pm_fingerprint(pm: &ProxmoxMachine) -> u64 {
     ))
 }
 
+/// The same object reference for another type of the same kind.
+pub fn retype<A, B>(r: &ObjectRef<A>) -> ObjectRef<B>
+where
+    A: kube::runtime::reflector::Lookup,
+    B: kube::runtime::reflector::Lookup,
+    B::DynamicType: Default,
+{
+    let out = ObjectRef::new(&r.name);
+    match &r.namespace {
+        Some(ns) => out.within(ns),
+        None => out,
+    }
+}
+
 /// ProxmoxMachine events that are not this controller's own writes (recognised by the state its
 /// write was to produce, or by the `resourceVersion` its write returned).
 pub fn not_own_writes<S>(
     stream: S,
     latest: Arc<Latest<ProxmoxMachine>>,
-) -> impl Stream<Item = Result<ProxmoxMachine, watcher::Error>> + Send
+) -> impl Stream<Item = Result<Watched, watcher::Error>> + Send
 where
-    S: Stream<Item = Result<ProxmoxMachine, watcher::Error>> + Send,
+    S: Stream<Item = Result<Watched, watcher::Error>> + Send,
 {
     stream.filter(move |item| {
-        let own = item.as_ref().is_ok_and(|pm| {
+        let own = item.as_ref().ok().and_then(Decoded::ok).is_some_and(|pm| {
+            let pm = pm.as_ref();
             let r = ObjectRef::from_obj(pm);
             let written = latest.written_version(&r);
             (written.is_some() && written == resource_version(pm))
@@ -232,15 +267,15 @@ pub fn cluster_fingerprint(c: &DynamicObject) -> u64 {
 
 /// What a ProxmoxMachine reads of its ProxmoxCluster: the spec (by generation), labels, owners,
 /// deletion — not the status.
-pub fn pc_fingerprint(pc: &ProxmoxCluster) -> u64 {
+pub fn pc_fingerprint(pc: &WatchedPc) -> u64 {
     hash_of((
-        pc.metadata.generation,
+        pc.meta().generation,
         pc.labels().iter().collect::<Vec<_>>(),
         pc.owner_references()
             .iter()
             .map(|o| o.uid.clone())
             .collect::<Vec<_>>(),
-        pc.metadata.deletion_timestamp.is_some(),
+        pc.meta().deletion_timestamp.is_some(),
     ))
 }
 
@@ -256,7 +291,7 @@ pub fn claim_fingerprint(c: &DynamicObject) -> u64 {
 }
 
 /// Machine → its ProxmoxMachine via `spec.infrastructureRef`.
-pub fn machine_to_pm(m: &DynamicObject) -> Option<ObjectRef<ProxmoxMachine>> {
+pub fn machine_to_pm(m: &DynamicObject) -> Option<ObjectRef<Watched>> {
     let view = MachineView::from_dynamic(m);
     let r = view.infrastructure_ref?;
     (r.kind == "ProxmoxMachine" && r.api_group.as_deref().is_none_or(|g| g == GROUP))
@@ -276,7 +311,7 @@ pub fn machine_of_claim(claim: &str) -> Option<&str> {
 }
 
 /// Claim → its ProxmoxMachine, once the address it is bound to is cached too.
-pub fn claim_to_pm(c: &DynamicObject, stores: &Stores) -> Option<ObjectRef<ProxmoxMachine>> {
+pub fn claim_to_pm(c: &DynamicObject, stores: &Stores) -> Option<ObjectRef<Watched>> {
     let ns = c.namespace()?;
     let owner = c
         .owner_references()
@@ -292,7 +327,7 @@ pub fn claim_to_pm(c: &DynamicObject, stores: &Stores) -> Option<ObjectRef<Proxm
 }
 
 /// IPAddress → the ProxmoxMachine of its claim, once the claim is cached as bound to it.
-pub fn address_to_pm(a: &DynamicObject, stores: &Stores) -> Option<ObjectRef<ProxmoxMachine>> {
+pub fn address_to_pm(a: &DynamicObject, stores: &Stores) -> Option<ObjectRef<Watched>> {
     let claim = a.data.pointer("/spec/claimRef/name").and_then(Value::as_str)?;
     let ns = a.namespace()?;
     if let Some(c) = dyn_get(&stores.claims, &stores.claim_ar, &ns, claim) {
@@ -306,11 +341,7 @@ pub fn address_to_pm(a: &DynamicObject, stores: &Stores) -> Option<ObjectRef<Pro
 }
 
 /// The machines of `cluster` in `ns`.
-pub fn by_cluster(
-    store: &Store<ProxmoxMachine>,
-    ns: Option<String>,
-    cluster: &str,
-) -> Vec<ObjectRef<ProxmoxMachine>> {
+pub fn by_cluster(store: &Store<Watched>, ns: Option<String>, cluster: &str) -> Vec<ObjectRef<Watched>> {
     store
         .state()
         .into_iter()
@@ -322,12 +353,15 @@ pub fn by_cluster(
 }
 
 /// ProxmoxCluster → the machines of its cluster.
-pub fn pc_to_pms(pc: &ProxmoxCluster, pms: &Store<ProxmoxMachine>) -> Vec<ObjectRef<ProxmoxMachine>> {
-    by_cluster(pms, pc.namespace(), &cluster::cluster_name(pc, None))
+pub fn pc_to_pms(pc: &WatchedPc, pms: &Store<Watched>) -> Vec<ObjectRef<Watched>> {
+    match pc.ok() {
+        Some(pc) => by_cluster(pms, pc.namespace(), &cluster::cluster_name(pc, None)),
+        None => Vec::new(),
+    }
 }
 
 /// Bootstrap Secret → the unprovisioned machine whose Machine names it.
-pub fn secret_to_pm(s: &PartialObjectMeta<Secret>, stores: &Stores) -> Option<ObjectRef<ProxmoxMachine>> {
+pub fn secret_to_pm(s: &PartialObjectMeta<Secret>, stores: &Stores) -> Option<ObjectRef<Watched>> {
     let ns = s.namespace()?;
     let name = s.name_any();
     let pm = stores
@@ -339,8 +373,11 @@ pub fn secret_to_pm(s: &PartialObjectMeta<Secret>, stores: &Stores) -> Option<Ob
         .find(|m| m.bootstrap_data_secret_name.as_deref() == Some(name.as_str()))
         .and_then(|m| m.infrastructure_ref)
         .filter(|r| r.kind == "ProxmoxMachine")
-        .map(|r| ObjectRef::<ProxmoxMachine>::new(&r.name).within(&ns))?;
-    let provisioned = stores.pms.get(&pm).is_some_and(|p| p.is_provisioned());
+        .map(|r| ObjectRef::<Watched>::new(&r.name).within(&ns))?;
+    let provisioned = stores
+        .pms
+        .get(&pm)
+        .is_some_and(|p| p.ok().is_some_and(|p| p.is_provisioned()));
     (!provisioned).then_some(pm)
 }
 

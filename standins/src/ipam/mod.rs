@@ -1,6 +1,7 @@
 //! A stand-in for the in-cluster IPAM provider (kubernetes-sigs/cluster-api-ipam-provider-in-cluster,
 //! "CAIP"), for tests and the demo: it fulfils `IPAddressClaim`s (`ipam.cluster.x-k8s.io/v1beta2`)
-//! whose `spec.poolRef` names an `InClusterIPPool` (`ipam.cluster.x-k8s.io/v1alpha2`).
+//! whose `spec.poolRef` names an `InClusterIPPool` (`ipam.cluster.x-k8s.io/v1alpha2`), or the
+//! `v1beta1` claims when the API server serves no `v1beta2` (CAPI 1.10's CRDs; see [`version`]).
 //!
 //! Like CAIP it
 //! * adds the finalizer [`RELEASE_ADDRESS_FINALIZER`] to each claim it handles;
@@ -15,11 +16,12 @@
 //! * on claim deletion deletes the `IPAddress` and removes the claim's finalizer.
 //!
 //! Simplifications: no `GlobalInClusterIPPool`s, no pause handling, no pool status counters, no
-//! `addressReuseGracePeriodSeconds` (a released address is reusable at once), no v1beta1 claims.
+//! `addressReuseGracePeriodSeconds` (a released address is reusable at once).
 //! An exhausted pool leaves the claim pending (logged); it is retried when an address of the
 //! pool is released. All claims are handled one at a time, so two claims never get the same address.
 
 pub mod pool;
+mod version;
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
@@ -38,6 +40,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
+use version::{IpamVersion, V1beta1, V1beta2};
 
 use crate::error::{StandInError, is_conflict, is_not_found, kube_err, log_retry};
 use crate::handle::{StandInHandle, StopSignal};
@@ -61,7 +64,13 @@ impl InClusterIpamStandIn {
     /// Starts the stand-in, watching claims in `namespace` (all namespaces when `None`). It runs
     /// until the returned handle is stopped or dropped.
     pub fn spawn(client: kube::Client, namespace: Option<String>) -> StandInHandle {
-        StandInHandle::spawn("in-cluster-ipam", move |stop| run(client, namespace, stop))
+        StandInHandle::spawn("in-cluster-ipam", move |stop| async move {
+            if version::serves_v1beta2(&client).await {
+                run::<V1beta2>(client, namespace, stop).await;
+            } else {
+                run::<V1beta1>(client, namespace, stop).await;
+            }
+        })
     }
 }
 
@@ -79,26 +88,27 @@ where
     }
 }
 
-async fn run(client: kube::Client, namespace: Option<String>, stop: StopSignal) {
+async fn run<V: IpamVersion>(client: kube::Client, namespace: Option<String>, stop: StopSignal) {
     let ns = namespace.as_deref();
-    let claims: Api<IPAddressClaim> = api(&client, ns);
-    let addresses: Api<IPAddress> = api(&client, ns);
+    let claims: Api<V::Claim> = api(&client, ns);
+    let addresses: Api<V::Address> = api(&client, ns);
     let pools: Api<InClusterIPPool> = api(&client, ns);
     let wc = watcher::Config::default().any_semantic();
     let controller = Controller::new(claims, wc.clone());
     let (s1, s2) = (controller.store(), controller.store());
     controller
         .watches(addresses, wc.clone(), move |a| {
-            pending_claims_of(&s1, a.namespace(), &a.spec.pool_ref.kind, &a.spec.pool_ref.name)
+            let a = V::address(&a);
+            pending_claims_of::<V>(&s1, a.namespace(), &a.spec.pool_ref.kind, &a.spec.pool_ref.name)
         })
         .watches(pools, wc, move |p| {
-            pending_claims_of(&s2, p.namespace(), IN_CLUSTER_IP_POOL_KIND, &p.name_any())
+            pending_claims_of::<V>(&s2, p.namespace(), IN_CLUSTER_IP_POOL_KIND, &p.name_any())
         })
         // One claim at a time: allocation reads the pool's addresses and creates one, so
         // concurrent reconciles could hand out the same address.
         .with_config(Config::default().concurrency(1))
         .graceful_shutdown_on(stop.wait())
-        .run(reconcile, error_policy, Arc::new(Ctx { client }))
+        .run(reconcile::<V>, error_policy::<V>, Arc::new(Ctx { client }))
         .for_each(|r| async move {
             if let Err(e) = r {
                 tracing::debug!(error = %e, "in-cluster IPAM stand-in reconcile failed");
@@ -108,19 +118,22 @@ async fn run(client: kube::Client, namespace: Option<String>, stop: StopSignal) 
 }
 
 /// Claims of a pool that still wait for an address (woken when an address or the pool changes).
-fn pending_claims_of(
-    store: &Store<IPAddressClaim>,
+fn pending_claims_of<V: IpamVersion>(
+    store: &Store<V::Claim>,
     ns: Option<String>,
     kind: &str,
     pool: &str,
-) -> Vec<ObjectRef<IPAddressClaim>> {
+) -> Vec<ObjectRef<V::Claim>> {
     if kind != IN_CLUSTER_IP_POOL_KIND {
         return Vec::new();
     }
     store
         .state()
         .into_iter()
-        .filter(|c| c.namespace() == ns && c.spec.pool_ref.name == pool && address_ref(c).is_none())
+        .filter(|c| {
+            let v2 = V::claim(c);
+            c.namespace() == ns && v2.spec.pool_ref.name == pool && address_ref(&v2).is_none()
+        })
         .map(|c| ObjectRef::from_obj(c.as_ref()))
         .collect()
 }
@@ -140,27 +153,28 @@ fn handled(claim: &IPAddressClaim) -> bool {
     r.kind == IN_CLUSTER_IP_POOL_KIND && (r.api_group.is_empty() || r.api_group == IPAM_GROUP)
 }
 
-fn error_policy(_claim: Arc<IPAddressClaim>, err: &StandInError, _ctx: Arc<Ctx>) -> Action {
+fn error_policy<V: IpamVersion>(_claim: Arc<V::Claim>, err: &StandInError, _ctx: Arc<Ctx>) -> Action {
     log_retry("in-cluster IPAM", err);
     Action::requeue(crate::error::retry_delay(err, ERROR_RETRY))
 }
 
-async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Action, StandInError> {
+async fn reconcile<V: IpamVersion>(stored: Arc<V::Claim>, ctx: Arc<Ctx>) -> Result<Action, StandInError> {
+    let claim = V::claim(&stored);
     if !handled(&claim) {
         return Ok(Action::await_change());
     }
     let ns = claim.namespace().ok_or_else(|| StandInError::Invalid {
-        object: describe(claim.as_ref()),
+        object: describe(stored.as_ref()),
         message: "no namespace".into(),
     })?;
-    let claims: Api<IPAddressClaim> = Api::namespaced(ctx.client.clone(), &ns);
-    let addresses: Api<IPAddress> = Api::namespaced(ctx.client.clone(), &ns);
+    let claims: Api<V::Claim> = Api::namespaced(ctx.client.clone(), &ns);
+    let addresses: Api<V::Address> = Api::namespaced(ctx.client.clone(), &ns);
 
     if claim.meta().deletion_timestamp.is_some() {
-        release(&claims, &addresses, &claim).await?;
+        release::<V>(&claims, &addresses, &stored).await?;
         return Ok(Action::await_change());
     }
-    if add_finalizer(&claims, &claim, RELEASE_ADDRESS_FINALIZER).await? {
+    if add_finalizer(&claims, stored.as_ref(), RELEASE_ADDRESS_FINALIZER).await? {
         // The patch triggers another reconcile with the new resourceVersion.
         return Ok(Action::await_change());
     }
@@ -174,13 +188,14 @@ async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Action, 
         .get_opt(&name)
         .await
         .map_err(kube_err(format!("reading IPAddress {ns}/{name}")))?
+        .map(|a| V::address(&a))
     {
         if existing.spec.claim_ref.name == name {
             set_address_ref(&claims, &name).await?;
             return Ok(Action::await_change());
         }
         return Err(StandInError::Invalid {
-            object: describe(claim.as_ref()),
+            object: describe(stored.as_ref()),
             message: format!(
                 "IPAddress {name} exists but belongs to claim {}",
                 existing.spec.claim_ref.name
@@ -199,7 +214,7 @@ async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Action, 
         return Ok(Action::requeue(PENDING_RETRY));
     };
 
-    let used = used_addresses(&addresses, pool_name).await?;
+    let used = used_addresses::<V>(&addresses, pool_name).await?;
     let free = pool::lowest_free(&pool.spec, &used).map_err(|source| StandInError::Pool {
         pool: format!("{ns}/{pool_name}"),
         source,
@@ -209,7 +224,7 @@ async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Action, 
         return Ok(Action::requeue(PENDING_RETRY));
     };
 
-    let address = new_address(&claim, &pool, ip);
+    let address = V::to_address(new_address(&claim, stored.as_ref(), &pool, ip));
     match addresses.create(&PostParams::default(), &address).await {
         Ok(_) => {}
         // Someone created it in between: the next reconcile picks it up.
@@ -222,7 +237,10 @@ async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Action, 
 }
 
 /// Addresses of `pool` (an `InClusterIPPool`) held by IPAddresses in the namespace.
-async fn used_addresses(addresses: &Api<IPAddress>, pool: &str) -> Result<HashSet<IpAddr>, StandInError> {
+async fn used_addresses<V: IpamVersion>(
+    addresses: &Api<V::Address>,
+    pool: &str,
+) -> Result<HashSet<IpAddr>, StandInError> {
     let list = addresses
         .list(&ListParams::default())
         .await
@@ -230,13 +248,19 @@ async fn used_addresses(addresses: &Api<IPAddress>, pool: &str) -> Result<HashSe
     Ok(list
         .items
         .iter()
+        .map(V::address)
         .filter(|a| a.spec.pool_ref.kind == IN_CLUSTER_IP_POOL_KIND && a.spec.pool_ref.name == pool)
         .filter_map(|a| a.spec.address.parse().ok())
         .collect())
 }
 
-/// The IPAddress CAIP would create for `claim`.
-fn new_address(claim: &IPAddressClaim, pool: &InClusterIPPool, ip: IpAddr) -> IPAddress {
+/// The IPAddress CAIP would create for `claim` (`stored`: the claim as served, the owner).
+fn new_address<C: Resource<DynamicType = ()>>(
+    claim: &IPAddressClaim,
+    stored: &C,
+    pool: &InClusterIPPool,
+    ip: IpAddr,
+) -> IPAddress {
     let labels: BTreeMap<String, String> = claim
         .labels()
         .get(CLUSTER_NAME_LABEL)
@@ -247,7 +271,7 @@ fn new_address(claim: &IPAddressClaim, pool: &InClusterIPPool, ip: IpAddr) -> IP
             name: Some(claim.name_any()),
             namespace: claim.namespace(),
             labels: (!labels.is_empty()).then_some(labels),
-            owner_references: Some(vec![owner_reference(claim, true), owner_reference(pool, false)]),
+            owner_references: Some(vec![owner_reference(stored, true), owner_reference(pool, false)]),
             finalizers: Some(vec![PROTECT_ADDRESS_FINALIZER.to_owned()]),
             ..ObjectMeta::default()
         },
@@ -263,7 +287,10 @@ fn new_address(claim: &IPAddressClaim, pool: &InClusterIPPool, ip: IpAddr) -> IP
     }
 }
 
-async fn set_address_ref(claims: &Api<IPAddressClaim>, name: &str) -> Result<(), StandInError> {
+async fn set_address_ref<C>(claims: &Api<C>, name: &str) -> Result<(), StandInError>
+where
+    C: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let patch = json!({"status": {"addressRef": {"name": name}}});
     claims
         .patch_status(name, &patch_params(), &Patch::Merge(&patch))
@@ -275,10 +302,10 @@ async fn set_address_ref(claims: &Api<IPAddressClaim>, name: &str) -> Result<(),
 }
 
 /// Deletes the claim's address (dropping its protecting finalizer first) and releases the claim.
-async fn release(
-    claims: &Api<IPAddressClaim>,
-    addresses: &Api<IPAddress>,
-    claim: &IPAddressClaim,
+async fn release<V: IpamVersion>(
+    claims: &Api<V::Claim>,
+    addresses: &Api<V::Address>,
+    claim: &V::Claim,
 ) -> Result<(), StandInError> {
     if !claim.finalizers().iter().any(|f| f == RELEASE_ADDRESS_FINALIZER) {
         return Ok(());
@@ -288,8 +315,9 @@ async fn release(
         .get_opt(&name)
         .await
         .map_err(kube_err(format!("reading IPAddress {name}")))?;
-    if let Some(address) = existing.filter(|a| a.spec.claim_ref.name == name) {
-        remove_finalizer(addresses, &address, PROTECT_ADDRESS_FINALIZER).await?;
+    if let Some(stored) = existing.filter(|a| V::address(a).spec.claim_ref.name == name) {
+        let address = V::address(&stored);
+        remove_finalizer(addresses, &stored, PROTECT_ADDRESS_FINALIZER).await?;
         match addresses.delete(&name, &Default::default()).await {
             Ok(_) => {}
             Err(e) if is_not_found(&e) => {}

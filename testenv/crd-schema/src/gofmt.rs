@@ -94,6 +94,47 @@ pub fn sharp_v(v: &Value) -> String {
     }
 }
 
+/// Go `%v` of an unstructured value (`x`, `3`, `[a b]`, `map[k:v]`).
+pub fn go_v(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => number(n),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            let inner: Vec<String> = items.iter().map(go_v).collect();
+            format!("[{}]", inner.join(" "))
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let inner: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{k}:{}", go_v(&map[k.as_str()])))
+                .collect();
+            format!("map[{}]", inner.join(" "))
+        }
+    }
+}
+
+/// Go `%T` of an unstructured value.
+pub fn go_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "int64",
+        Value::Number(_) => "float64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    }
+}
+
+/// Go `%#v` of an unstructured value (alias of [`sharp_v`]).
+pub fn go_sharp_v(v: &Value) -> String {
+    sharp_v(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

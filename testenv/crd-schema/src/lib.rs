@@ -14,6 +14,7 @@ mod celvalue;
 mod celwalk;
 mod defaulting;
 mod error;
+pub mod fieldset;
 mod formats;
 mod gofmt;
 mod k8slib;
@@ -23,6 +24,7 @@ mod pattern;
 mod prune;
 pub mod structural;
 mod timefmt;
+mod typed;
 mod validate;
 
 use std::sync::Arc;
@@ -30,6 +32,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 pub use error::{FieldError, FieldErrorKind, format_invalid};
+pub use fieldset::{FieldSet, PathElement, path_string};
+pub use typed::{Comparison, untyped_resource_schema};
 
 /// Why a schema could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -158,6 +162,42 @@ impl Schema {
                 })
             })
             .collect()
+    }
+
+    /// Converts an object (a server-side apply configuration) to a typed value the way
+    /// structured-merge-diff does: the first unknown field or type mismatch is an error worded
+    /// like the apiserver's (`.spec.foo: field not declared in schema`,
+    /// `.spec.size: expected numeric (int or float), got string`). `null`s pass.
+    pub fn check_typed(&self, obj: &Value) -> Result<(), String> {
+        typed::check(typed::resource(&self.inner.root), obj, &mut Vec::new())
+    }
+
+    /// The field set of an object (what an apply configuration claims: leaves, map entries, set
+    /// and associative-list items, empty maps and nulls).
+    pub fn field_set(&self, obj: &Value) -> FieldSet {
+        let mut out = FieldSet::new();
+        typed::to_field_set(typed::resource(&self.inner.root), obj, &mut Vec::new(), &mut out);
+        out
+    }
+
+    /// Compares two versions of an object: fields added (including maps and list items that
+    /// appear), modified (leaves) and removed.
+    pub fn compare(&self, old: &Value, new: &Value) -> Comparison {
+        let mut cmp = Comparison::default();
+        typed::compare(
+            typed::resource(&self.inner.root),
+            Some(old),
+            Some(new),
+            &mut Vec::new(),
+            &mut cmp,
+        );
+        cmp
+    }
+
+    /// Merges an apply configuration onto a live object: maps key by key, `set` and `map` lists
+    /// item by item (by value / key fields), atomic lists and scalars replaced.
+    pub fn merge(&self, live: &Value, config: &Value) -> Value {
+        typed::merge(typed::resource(&self.inner.root), live, config)
     }
 
     /// All CEL rules in the schema (the expression text), in schema order.

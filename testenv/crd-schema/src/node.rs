@@ -47,6 +47,10 @@ pub(crate) struct Node {
     pub embedded_resource: bool,
     pub list_type: Option<String>,
     pub list_map_keys: Vec<String>,
+    /// `x-kubernetes-map-type` (`granular` or `atomic`).
+    pub map_type: Option<String>,
+    /// `x-kubernetes-int-or-string`.
+    pub int_or_string: bool,
     pub all_of: Vec<Node>,
     pub any_of: Vec<Node>,
     pub one_of: Vec<Node>,
@@ -107,6 +111,8 @@ pub(crate) fn parse(v: &Value, path: &str, rules_out: &mut Vec<Arc<Rule>>) -> Re
         embedded_resource: opt_bool(obj, "x-kubernetes-embedded-resource", path)?,
         list_type: opt_str(obj, "x-kubernetes-list-type", path)?,
         list_map_keys: str_list(obj, "x-kubernetes-list-map-keys", path)?,
+        map_type: opt_str(obj, "x-kubernetes-map-type", path)?,
+        int_or_string: opt_bool(obj, "x-kubernetes-int-or-string", path)?,
         ..Node::default()
     };
     if let Some(p) = opt_str(obj, "pattern", path)? {

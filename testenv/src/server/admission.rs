@@ -63,10 +63,57 @@ pub fn structural_violations(raw: &Value, prefix: &str) -> Vec<FieldErr> {
         .collect()
 }
 
+/// A schema accepting anything (types deduced from values), for kinds without one.
+pub fn untyped() -> std::sync::Arc<VersionSchema> {
+    static CELL: std::sync::OnceLock<std::sync::Arc<VersionSchema>> = std::sync::OnceLock::new();
+    CELL.get_or_init(|| {
+        let schema = crd_schema::Schema::from_openapi(&crd_schema::untyped_resource_schema())
+            .unwrap_or_else(|_| unreachable_schema());
+        std::sync::Arc::new(VersionSchema { schema })
+    })
+    .clone()
+}
+
+#[allow(clippy::expect_used)]
+fn unreachable_schema() -> crd_schema::Schema {
+    // `{"type": "object"}` always parses.
+    crd_schema::Schema::from_openapi(&json!({"type": "object"})).expect("a trivial schema parses")
+}
+
 impl VersionSchema {
     /// Prunes unknown fields and applies defaults (used on writes and on reads from storage).
     pub fn prune_and_default(&self, obj: &mut Value) {
         self.schema.prune_and_default(obj);
+    }
+
+    /// Prunes unknown fields (and non-nullable nulls), returning the dropped paths, sorted.
+    pub fn prune_reporting_unknown(&self, obj: &mut Value) -> Vec<String> {
+        self.schema.prune_reporting_unknown(obj)
+    }
+
+    /// Applies defaults only.
+    pub fn default(&self, obj: &mut Value) {
+        self.schema.default(obj);
+    }
+
+    /// Typed conversion of an apply configuration (first unknown field or type mismatch).
+    pub fn check_typed(&self, obj: &Value) -> Result<(), String> {
+        self.schema.check_typed(obj)
+    }
+
+    /// Field set of an object.
+    pub fn field_set(&self, obj: &Value) -> crd_schema::FieldSet {
+        self.schema.field_set(obj)
+    }
+
+    /// Added, modified and removed fields between two objects.
+    pub fn compare(&self, old: &Value, new: &Value) -> crd_schema::Comparison {
+        self.schema.compare(old, new)
+    }
+
+    /// Merges an apply configuration onto a live object.
+    pub fn merge(&self, live: &Value, config: &Value) -> Value {
+        self.schema.merge(live, config)
     }
 
     /// Validates `obj` (with `old` for transition rules on update).

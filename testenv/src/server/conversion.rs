@@ -11,6 +11,9 @@ use super::status::{ApiError, ApiResult};
 
 /// Converts `obj` to `api_version` (a `group/version` string) using the kind's strategy.
 pub async fn convert(def: &ResourceDef, mut obj: Value, api_version: &str) -> ApiResult<Value> {
+    if def.conversion == Conversion::Events {
+        return Ok(super::events::convert(obj, api_version));
+    }
     if obj.get("apiVersion").and_then(Value::as_str) == Some(api_version) {
         return Ok(obj);
     }
@@ -19,6 +22,7 @@ pub async fn convert(def: &ResourceDef, mut obj: Value, api_version: &str) -> Ap
             obj["apiVersion"] = json!(api_version);
             Ok(obj)
         }
+        Conversion::Events => Ok(super::events::convert(obj, api_version)),
         Conversion::Webhook { url, ca_bundle } => {
             let mut out = review(url, ca_bundle.as_deref(), vec![obj], api_version).await?;
             out.pop()

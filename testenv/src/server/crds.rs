@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use base64::Engine;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::admission::{self, FieldErr, VersionSchema};
 
@@ -12,6 +12,8 @@ use super::admission::{self, FieldErr, VersionSchema};
 pub enum Conversion {
     /// Only `apiVersion` is rewritten.
     None,
+    /// core/v1 ↔ events.k8s.io/v1 Events (one resource, fields mapped).
+    Events,
     /// A ConversionReview v1 is sent to the webhook.
     Webhook {
         /// Webhook URL (`clientConfig.url`, or a `service` reference rendered as an in-cluster URL).
@@ -34,6 +36,8 @@ pub struct VersionDef {
     pub status: bool,
     /// Structural schema, for CRDs.
     pub schema: Option<Arc<VersionSchema>>,
+    /// The schema as written in the CRD (published under `/openapi/v3`).
+    pub raw_schema: Option<Value>,
     /// `additionalPrinterColumns` (raw).
     pub columns: Vec<Value>,
 }
@@ -63,6 +67,8 @@ pub struct ResourceDef {
     pub custom: bool,
     /// Conversion strategy.
     pub conversion: Conversion,
+    /// OpenAPI schema of a built-in kind (CRDs have theirs per version).
+    pub builtin_schema: Option<Arc<VersionSchema>>,
 }
 
 impl ResourceDef {
@@ -100,9 +106,54 @@ impl ResourceDef {
         self.version(v).is_some_and(|x| x.status)
     }
 
-    /// Identity of the stored collection.
+    /// Identity of the stored collection (events.k8s.io Events are stored with core Events).
     pub fn res_id(&self) -> (String, String) {
+        if self.conversion == Conversion::Events {
+            return (String::new(), "events".into());
+        }
         (self.group.clone(), self.plural.clone())
+    }
+
+    /// `apiVersion` of the stored form.
+    pub fn storage_api_version(&self) -> String {
+        if self.conversion == Conversion::Events {
+            return "v1".into();
+        }
+        self.api_version(self.storage_version())
+    }
+
+    /// The schema of version `v` (a CRD version's, a built-in kind's, or one accepting anything)
+    /// for typed operations: server-side apply and managed fields.
+    pub fn schema_for(&self, v: &str) -> Arc<VersionSchema> {
+        self.version(v)
+            .and_then(|x| x.schema.clone())
+            .or_else(|| self.builtin_schema.clone())
+            .unwrap_or_else(admission::untyped)
+    }
+
+    /// The schema pruning a write (CRD versions and built-in kinds), if any.
+    pub fn pruning_schema(&self, v: &str) -> Option<Arc<VersionSchema>> {
+        self.version(v)
+            .and_then(|x| x.schema.clone())
+            .or_else(|| self.builtin_schema.clone())
+    }
+
+    /// Verbs served on the collection and its objects.
+    pub fn verbs(&self) -> Vec<&'static str> {
+        let mut v = vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ];
+        if self.plural == "namespaces" && self.group.is_empty() {
+            v.retain(|x| *x != "deletecollection");
+        }
+        v
     }
 }
 
@@ -133,11 +184,19 @@ fn builtin(
                 storage: i == 0,
                 status,
                 schema: None,
+                raw_schema: None,
                 columns: Vec::new(),
             })
             .collect(),
         custom: false,
-        conversion: Conversion::None,
+        conversion: if plural == "events" {
+            Conversion::Events
+        } else {
+            Conversion::None
+        },
+        builtin_schema: super::builtin_schemas::schema(group, plural)
+            .and_then(|s| admission::compile(&s).ok())
+            .map(Arc::new),
     }
 }
 
@@ -171,6 +230,33 @@ pub fn builtins() -> Vec<Arc<ResourceDef>> {
             "Event",
             true,
             &["ev"],
+            false,
+        )),
+        Arc::new(builtin(
+            "",
+            &["v1"],
+            "serviceaccounts",
+            "ServiceAccount",
+            true,
+            &["sa"],
+            false,
+        )),
+        Arc::new(builtin(
+            "rbac.authorization.k8s.io",
+            &["v1"],
+            "clusterroles",
+            "ClusterRole",
+            false,
+            &[],
+            false,
+        )),
+        Arc::new(builtin(
+            "rbac.authorization.k8s.io",
+            &["v1"],
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            false,
+            &[],
             false,
         )),
         Arc::new(builtin(
@@ -263,6 +349,43 @@ fn ferr(field: &str, reason: &str, message: String) -> FieldErr {
     }
 }
 
+/// The defaults kube-apiserver fills into a CRD (apiextensions v1 `SetDefaults_*`): conversion
+/// strategy `None`, `names.singular` (lower-case kind) and `names.listKind` (`<Kind>List`), and
+/// port 443 of a conversion webhook service. Applied before field ownership is recorded, so the
+/// writer owns them as on the real server.
+pub fn set_defaults(crd: &mut Value) {
+    let Some(spec) = crd.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let conversion = spec.entry("conversion").or_insert_with(|| json!({}));
+    if let Some(c) = conversion.as_object_mut() {
+        c.entry("strategy").or_insert_with(|| json!("None"));
+        if let Some(svc) = c
+            .get_mut("webhook")
+            .and_then(|w| w.get_mut("clientConfig"))
+            .and_then(|cc| cc.get_mut("service"))
+            .and_then(Value::as_object_mut)
+        {
+            svc.entry("port").or_insert_with(|| json!(443));
+        }
+    }
+    if let Some(names) = spec.get_mut("names").and_then(Value::as_object_mut) {
+        let kind = names
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if !kind.is_empty() {
+            names
+                .entry("singular")
+                .or_insert_with(|| json!(kind.to_lowercase()));
+            names
+                .entry("listKind")
+                .or_insert_with(|| json!(format!("{kind}List")));
+        }
+    }
+}
+
 /// Validates a CRD object and builds the kind it defines.
 pub fn from_crd(crd: &Value) -> Result<ResourceDef, Vec<FieldErr>> {
     let mut errs = Vec::new();
@@ -342,6 +465,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, Vec<FieldErr>> {
             storage: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
             status: v.pointer("/subresources/status").is_some(),
             schema,
+            raw_schema: v.pointer("/schema/openAPIV3Schema").cloned(),
             columns: v
                 .get("additionalPrinterColumns")
                 .and_then(Value::as_array)
@@ -402,6 +526,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, Vec<FieldErr>> {
         versions,
         custom: true,
         conversion,
+        builtin_schema: None,
     })
 }
 

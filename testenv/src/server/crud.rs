@@ -9,11 +9,15 @@ use serde_json::{Map, Value, json};
 
 use super::admission::{self, FieldErr};
 use super::crds::{self, ResourceDef};
+use super::fieldmgr::{self, Actor, Ownership};
+use super::fieldval::Decoding;
 use super::routes::ResourceReq;
 use super::selectors::{FieldSelector, LabelSelector};
-use super::status::{ApiError, ApiResult};
+use super::status::{ApiError, ApiResult, qualified};
 use super::store::{StoreError, rv_of};
-use super::{Body, State, conversion, json_response, table};
+use super::{
+    Body, State, conversion, events, immutable, json_response, table, typemeta, webhook_configs, webhooks,
+};
 use crate::Error;
 
 const NAMESPACES: (&str, &str) = ("", "namespaces");
@@ -113,68 +117,45 @@ fn name_error(def: &ResourceDef, name: &str) -> Option<FieldErr> {
     })
 }
 
-/// Fields present (and non-null) in `before` but dropped by pruning, as dotted paths.
-fn removed_fields(before: &Value, after: &Value, prefix: &str, out: &mut Vec<String>) {
-    match (before, after) {
-        (Value::Object(b), Value::Object(a)) => {
-            for (k, bv) in b {
-                if prefix.is_empty() && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
-                    continue;
-                }
-                let path = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                match a.get(k) {
-                    None if !bv.is_null() => out.push(path),
-                    Some(av) => removed_fields(bv, av, &path, out),
-                    None => {}
-                }
-            }
-        }
-        (Value::Array(b), Value::Array(a)) if a.len() == b.len() => {
-            for (i, (bv, av)) in b.iter().zip(a).enumerate() {
-                removed_fields(bv, av, &format!("{prefix}[{i}]"), out);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Kind-specific preparation shared by create and update (after metadata rules, before storage).
+/// Kind-specific preparation shared by create and update (after metadata rules, before storage):
+/// pruning of unknown fields (per `fieldValidation`), defaulting and validation.
 fn admit(
     st: &State,
     def: &ResourceDef,
     version: &str,
     obj: &mut Value,
     old: Option<&Value>,
-    strict: bool,
+    dec: &Decoding<'_>,
 ) -> ApiResult<()> {
     let name = meta_str(obj, "name").to_string();
+    if let Some(schema) = def.pruning_schema(version)
+        && !dec.apply
+    {
+        let before = obj.clone();
+        let unknown = schema.prune_reporting_unknown(obj);
+        dec.unknown_fields(&def.kind, version, &before, &unknown)?;
+    }
+    if def.res_id() == (String::new(), "events".to_string()) {
+        let core = events::to_core(obj.clone());
+        let new_api = def.group == events::NEW_GROUP;
+        let errs = match old {
+            None => events::validate_create(&core, new_api),
+            Some(o) => events::validate_update(&core, &events::to_core(o.clone()), new_api),
+        };
+        if !errs.is_empty() {
+            return Err(admission::invalid_error(&def.kind, "", &name, &errs));
+        }
+    }
     if def.custom {
         if let Some(schema) = def.version(version).and_then(|v| v.schema.clone()) {
-            let before = strict.then(|| obj.clone());
-            schema.prune_and_default(obj);
-            if let Some(before) = before {
-                let mut unknown = Vec::new();
-                removed_fields(&before, obj, "", &mut unknown);
-                if !unknown.is_empty() {
-                    let list: Vec<String> =
-                        unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
-                    return Err(ApiError::bad_request(format!(
-                        "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
-                        list.join(", "),
-                        kind = def.kind
-                    )));
-                }
-            }
+            schema.default(obj);
             let errs = schema.validate(obj, old);
             if !errs.is_empty() {
                 return Err(invalid(def, &name, &errs));
             }
         }
     } else if def.plural == "customresourcedefinitions" {
+        crds::set_defaults(obj);
         let parsed = crds::from_crd(obj).map_err(|errs| invalid(def, &name, &errs))?;
         if let Some(existing) = st
             .registry()
@@ -224,6 +205,8 @@ fn admit(
         if obj.get("type").is_none() {
             obj["type"] = json!("Opaque");
         }
+    } else if webhook_configs::is_config(def) {
+        webhook_configs::admit(def, obj).map_err(|errs| invalid(def, &name, &errs))?;
     } else if def.plural == "namespaces" && def.group.is_empty() {
         let deleting = !meta_str(obj, "deletionTimestamp").is_empty();
         obj["status"] = json!({"phase": if deleting { "Terminating" } else { "Active" }});
@@ -233,6 +216,15 @@ fn admit(
             if let Some(l) = labels.as_object_mut() {
                 l.insert("kubernetes.io/metadata.name".into(), name);
             }
+        }
+    }
+    if let Some(old) = old
+        && def.group.is_empty()
+        && matches!(def.plural.as_str(), "configmaps" | "secrets")
+    {
+        let errs = immutable::data_update(&def.plural, old, obj);
+        if !errs.is_empty() {
+            return Err(invalid(def, meta_str(obj, "name"), &errs));
         }
     }
     Ok(())
@@ -256,7 +248,8 @@ pub async fn create_object(
     version: &str,
     mut obj: Value,
     dry_run: bool,
-    strict: bool,
+    dec: &Decoding<'_>,
+    owner: &Ownership,
 ) -> ApiResult<Value> {
     let ns = meta_str(&obj, "namespace").to_string();
     if def.namespaced {
@@ -325,8 +318,27 @@ pub async fn create_object(
     {
         o.remove("status");
     }
-    admit(st, def, version, &mut obj, None, strict)?;
-    let storage = conversion::convert(def, obj.clone(), &def.api_version(def.storage_version())).await?;
+    let attrs = webhooks::Attrs::create(def, version, dry_run, dec.warnings);
+    obj = webhooks::mutate(st, &attrs, obj, None).await?;
+    admit(st, def, version, &mut obj, None, dec)?;
+    let actor = Actor {
+        ownership: owner,
+        api_version: def.api_version(version),
+        subresource: String::new(),
+    };
+    let schema = def.schema_for(version);
+    fieldmgr::record(
+        &schema,
+        def,
+        version,
+        &actor,
+        &json!({}),
+        &mut obj,
+        Vec::new(),
+        &now(),
+    );
+    webhooks::validate(st, &attrs, &obj, None).await?;
+    let storage = conversion::convert(def, obj.clone(), &def.storage_api_version()).await?;
     if dry_run {
         return Ok(obj);
     }
@@ -338,6 +350,7 @@ pub async fn create_object(
         && !def.custom
         && let Ok(parsed) = crds::from_crd(&created)
     {
+        st.store.start_window(&parsed.res_id());
         st.registry_mut().upsert(parsed);
     }
     to_version(st, def, created, version).await
@@ -351,7 +364,7 @@ fn prepare_update(
     sub: Option<&str>,
     old: &Value,
     new: Value,
-    strict: bool,
+    dec: &Decoding<'_>,
 ) -> ApiResult<Value> {
     let name = meta_str(old, "name").to_string();
     let mut new = if sub == Some("status") {
@@ -389,19 +402,19 @@ fn prepare_update(
         }
         n
     };
+    if sub != Some("status") {
+        typemeta::check_identity(def, old, &new, dec)?;
+    }
     new["apiVersion"] = old["apiVersion"].clone();
     new["kind"] = old["kind"].clone();
+    let errs = immutable::metadata(old, &mut new);
+    if !errs.is_empty() {
+        let twice: Vec<FieldErr> = errs.iter().chain(&errs).cloned().collect();
+        return Err(invalid(def, &name, &twice));
+    }
     let body_rv = meta_str(&new, "resourceVersion").to_string();
     let m = meta_mut(&mut new)?;
-    for k in [
-        "name",
-        "namespace",
-        "uid",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "generation",
-    ] {
+    for k in ["name", "namespace"] {
         match old.get("metadata").and_then(|om| om.get(k)) {
             Some(v) => m.insert(k.into(), v.clone()),
             None => m.remove(k),
@@ -421,7 +434,7 @@ fn prepare_update(
             return Err(invalid(def, &name, &[e]));
         }
     }
-    admit(st, def, version, &mut new, Some(old), strict)?;
+    admit(st, def, version, &mut new, Some(old), dec)?;
     if def.tracks_generation() {
         let changed = if def.custom {
             strip_for_generation(def, version, &new) != strip_for_generation(def, version, old)
@@ -439,11 +452,18 @@ fn prepare_update(
 
 /// Read-modify-write with optimistic concurrency. `mutate` receives the current object in the request
 /// version and returns the desired one; a non-empty `metadata.resourceVersion` in its result must match.
-pub async fn write_object<F>(st: &State, rr: &ResourceReq, mutate: F) -> ApiResult<Value>
+pub async fn write_object<F>(st: &State, rr: &ResourceReq, owner: &Ownership, mutate: F) -> ApiResult<Value>
 where
     F: Fn(&Value) -> ApiResult<Value>,
 {
     let def = &rr.def;
+    let dec = rr.decoding()?;
+    let schema = def.schema_for(&rr.version);
+    let actor = Actor {
+        ownership: owner,
+        api_version: def.api_version(&rr.version),
+        subresource: rr.sub.clone().unwrap_or_default(),
+    };
     let res = def.res_id();
     let (ns, name) = key_of(rr);
     for _ in 0..64 {
@@ -454,12 +474,42 @@ where
         let stored_rv = rv_of(&stored);
         let old = to_version(st, def, stored, &rr.version).await?;
         let wanted = mutate(&old)?;
-        let new = prepare_update(st, def, &rr.version, rr.sub.as_deref(), &old, wanted, rr.strict())?;
+        let attrs = webhooks::Attrs::update(rr, dec.warnings);
+        let wanted = webhooks::mutate(st, &attrs, wanted, Some(&old)).await?;
+        let sent_fields = match (owner, wanted.pointer("/metadata/managedFields")) {
+            (Ownership::Update { .. }, Some(Value::Array(a))) if !a.is_empty() && rr.sub.is_none() => {
+                Some(json!({"metadata": {"managedFields": a}}))
+            }
+            _ => None,
+        };
+        let mut new = prepare_update(st, def, &rr.version, rr.sub.as_deref(), &old, wanted, &dec)?;
+        if let Ownership::Apply {
+            manager,
+            force: false,
+            ..
+        } = owner
+        {
+            let found = fieldmgr::conflicts(&schema, def, &rr.version, &actor, &old, &new);
+            if !found.is_empty() && !fieldmgr::allowed_by_last_applied(&schema, manager, &old, &found) {
+                return Err(fieldmgr::conflict_error(&found));
+            }
+        }
         let req_rv = meta_str(&new, "resourceVersion").to_string();
         let conditional = !req_rv.is_empty();
+        if conditional && req_rv.parse::<u64>().is_err() {
+            return Err(ApiError {
+                code: 500,
+                reason: "InternalError",
+                message: format!("strconv.ParseUint: parsing {req_rv:?}: invalid syntax"),
+                details: None,
+            });
+        }
         if conditional && req_rv != stored_rv.to_string() {
             return Err(ApiError::conflict(&def.plural, &def.group, &name));
         }
+        let base = fieldmgr::decode(sent_fields.as_ref().unwrap_or(&old));
+        fieldmgr::record(&schema, def, &rr.version, &actor, &old, &mut new, base, &now());
+        webhooks::validate(st, &attrs, &new, Some(&old)).await?;
         if rr.dry_run() {
             return Ok(new);
         }
@@ -474,7 +524,7 @@ where
                 Err(_) => return Err(ApiError::conflict(&def.plural, &def.group, &name)),
             }
         }
-        let storage = conversion::convert(def, new, &def.api_version(def.storage_version())).await?;
+        let storage = conversion::convert(def, new, &def.storage_api_version()).await?;
         match st.store.update(&res, storage, stored_rv) {
             Ok(v) => {
                 if def.plural == "customresourcedefinitions"
@@ -540,7 +590,7 @@ fn decode_continue(tok: &str) -> ApiResult<(String, String)> {
 /// Objects of a collection matching the request's selectors (storage form).
 pub fn select(st: &State, rr: &ResourceReq) -> ApiResult<(Vec<Value>, u64)> {
     let ls = LabelSelector::parse(rr.q("labelSelector").unwrap_or_default())?;
-    let fs = FieldSelector::parse(rr.q("fieldSelector").unwrap_or_default(), &rr.def.kind)?;
+    let fs = FieldSelector::parse_for(rr.q("fieldSelector").unwrap_or_default(), &rr.def)?;
     let (items, rv) = st.store.list(&rr.def.res_id(), rr.ns.as_deref());
     Ok((
         items
@@ -597,34 +647,22 @@ pub async fn list(st: &State, rr: &ResourceReq) -> ApiResult<Response<Body>> {
     ))
 }
 
-/// POST.
+/// POST (to the collection; for custom resources also to a named path, as the apiserver
+/// accepts: the body names the object).
 pub async fn create(st: &State, rr: &ResourceReq, body: &[u8]) -> ApiResult<Response<Body>> {
-    if rr.sub.is_some() {
-        return Err(ApiError::method_not_allowed());
-    }
     let def = &rr.def;
+    if rr.sub.is_some() {
+        return Err(ApiError::method_not_allowed_msg(&format!(
+            "create is not supported on resources of kind {:?}",
+            qualified(&def.plural, &def.group)
+        )));
+    }
+    let dec = rr.decoding()?;
     let mut obj = parse_body(body)?;
     if !obj.is_object() {
         return Err(ApiError::bad_request("the body must be a JSON object"));
     }
-    let want_av = def.api_version(&rr.version);
-    if let Some(av) = obj.get("apiVersion").and_then(Value::as_str)
-        && av != want_av
-    {
-        return Err(ApiError::bad_request(format!(
-            "the API version in the data ({av}) does not match the expected API version ({want_av})"
-        )));
-    }
-    if let Some(k) = obj.get("kind").and_then(Value::as_str)
-        && k != def.kind
-    {
-        return Err(ApiError::bad_request(format!(
-            "the kind in the data ({k}) does not match the expected kind ({})",
-            def.kind
-        )));
-    }
-    obj["apiVersion"] = json!(want_av);
-    obj["kind"] = json!(def.kind);
+    typemeta::type_meta(def, &rr.version, &mut obj, body)?;
     let m = meta_mut(&mut obj)?;
     match &rr.ns {
         Some(ns) => {
@@ -641,14 +679,18 @@ pub async fn create(st: &State, rr: &ResourceReq, body: &[u8]) -> ApiResult<Resp
             m.remove("namespace");
         }
     }
-    let created = create_object(st, def, &rr.version, obj, rr.dry_run(), rr.strict()).await?;
+    let owner = Ownership::Update {
+        manager: rr.manager(),
+    };
+    let created = create_object(st, def, &rr.version, obj, rr.dry_run(), &dec, &owner).await?;
     Ok(json_response(201, &created))
 }
 
 /// PUT (main resource or `status`).
-pub async fn update(st: &State, rr: &ResourceReq, body: &[u8]) -> ApiResult<Response<Body>> {
+pub async fn update(st: &State, rr: &ResourceReq, body_bytes: &[u8]) -> ApiResult<Response<Body>> {
     let def = &rr.def;
-    let body = parse_body(body)?;
+    rr.decoding()?;
+    let body = parse_body(body_bytes)?;
     let (_, name) = key_of(rr);
     let body_name = meta_str(&body, "name");
     if !body_name.is_empty() && body_name != name {
@@ -656,15 +698,26 @@ pub async fn update(st: &State, rr: &ResourceReq, body: &[u8]) -> ApiResult<Resp
             "the name of the object ({body_name}) does not match the name on the URL ({name})"
         )));
     }
-    if def.custom && meta_str(&body, "resourceVersion").is_empty() {
-        let e = FieldErr {
-            field: "metadata.resourceVersion".into(),
-            reason: "FieldValueInvalid".into(),
-            message: "Invalid value: 0x0: must be specified for an update".into(),
-        };
-        return Err(invalid(def, &name, &[e]));
+    if def.custom && body.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
+        return Err(typemeta::missing_kind(def, body_bytes));
     }
-    let v = write_object(st, rr, |_| Ok(body.clone())).await?;
+    if def.custom && meta_str(&body, "resourceVersion").is_empty() {
+        let msg = "Invalid value: 0x0: must be specified for an update";
+        return Err(ApiError::invalid(
+            &def.plural,
+            &def.group,
+            &name,
+            format!(
+                "{} {name:?} is invalid: metadata.resourceVersion: {msg}",
+                qualified(&def.plural, &def.group)
+            ),
+            vec![json!({"reason": "FieldValueInvalid", "message": msg, "field": "metadata.resourceVersion"})],
+        ));
+    }
+    let owner = Ownership::Update {
+        manager: rr.manager(),
+    };
+    let v = write_object(st, rr, &owner, |_| Ok(body.clone())).await?;
     Ok(json_response(200, &v))
 }
 

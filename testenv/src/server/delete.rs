@@ -149,26 +149,28 @@ pub async fn delete(st: &State, rr: &ResourceReq, body: &[u8]) -> ApiResult<Resp
         .store
         .get(&def.res_id(), &ns, &name)
         .ok_or_else(|| ApiError::not_found(&def.plural, &def.group, &name))?;
-    if let Some(p) = opts.pre_rv.filter(|p| *p != meta_str(&stored, "resourceVersion")) {
-        return Err(ApiError::conflict_msg(
-            &def.plural,
-            &def.group,
-            &name,
-            &format!(
-                "Precondition failed: ResourceVersion in precondition: {p}, ResourceVersion in object meta: {}",
-                meta_str(&stored, "resourceVersion")
-            ),
+    let mismatch = |what: &str, want: &str, have: &str, why: &str| {
+        let head = super::status::qualified(&def.kind, &def.group);
+        let mut e = ApiError::conflict_msg(&def.kind, &def.group, &name, "");
+        e.message = format!(
+            "Operation cannot be fulfilled on {head} {name:?}: the {what} in the precondition ({want}) does not match the {what} in record ({have}). The object might have been {why}"
+        );
+        e
+    };
+    if let Some(p) = opts.pre_uid.filter(|p| *p != meta_str(&stored, "uid")) {
+        return Err(mismatch(
+            "UID",
+            &p,
+            meta_str(&stored, "uid"),
+            "deleted and then recreated",
         ));
     }
-    if let Some(p) = opts.pre_uid.filter(|p| *p != meta_str(&stored, "uid")) {
-        return Err(ApiError::conflict_msg(
-            &def.plural,
-            &def.group,
-            &name,
-            &format!(
-                "Precondition failed: UID in precondition: {p}, UID in object meta: {}",
-                meta_str(&stored, "uid")
-            ),
+    if let Some(p) = opts.pre_rv.filter(|p| *p != meta_str(&stored, "resourceVersion")) {
+        return Err(mismatch(
+            "ResourceVersion",
+            &p,
+            meta_str(&stored, "resourceVersion"),
+            "modified",
         ));
     }
     let (obj, _) = delete_object(st, def, &ns, &name, opts.propagation.as_deref(), rr.dry_run())?;

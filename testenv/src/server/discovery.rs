@@ -14,22 +14,20 @@ use super::crds::version_priority;
 use super::status::{ApiError, ApiResult};
 use super::{Body, State, json_response};
 
-const VERBS: [&str; 8] = [
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
-
 /// A plain-text response.
 pub fn text(s: &str) -> Response<Body> {
     Response::builder()
         .header("content-type", "text/plain")
         .body(Full::new(Bytes::from(s.to_string())).boxed_unsync())
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed_unsync()))
+}
+
+/// The plain-text 404 of paths outside the API (`404 page not found`).
+pub fn page_not_found() -> Response<Body> {
+    Response::builder()
+        .status(404)
+        .header("content-type", "text/plain; charset=utf-8")
+        .body(Full::new(Bytes::from_static(b"404 page not found\n")).boxed_unsync())
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed_unsync()))
 }
 
@@ -135,7 +133,7 @@ pub fn resources(st: &State, g: &str, v: &str) -> ApiResult<Response<Body>> {
             "singularName": d.singular,
             "namespaced": d.namespaced,
             "kind": d.kind,
-            "verbs": VERBS,
+            "verbs": d.verbs(),
         });
         if !d.short_names.is_empty() {
             r["shortNames"] = json!(d.short_names);
@@ -148,6 +146,15 @@ pub fn resources(st: &State, g: &str, v: &str) -> ApiResult<Response<Body>> {
                 json!(format!("{:x}", simple_hash(&format!("{}/{}", d.group, d.plural))));
         }
         resources.push(r);
+        if d.plural == "namespaces" && d.group.is_empty() {
+            resources.push(json!({
+                "name": "namespaces/finalize",
+                "singularName": "",
+                "namespaced": false,
+                "kind": "Namespace",
+                "verbs": ["update"],
+            }));
+        }
         if ver.status {
             resources.push(json!({
                 "name": format!("{}/status", d.plural),

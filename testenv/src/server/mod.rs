@@ -1,13 +1,20 @@
 //! The in-tree Kubernetes API server: HTTPS on 127.0.0.1, bearer-token authentication.
 
 pub mod admission;
+mod aggregated;
 mod apply;
+pub mod authn;
+mod builtin_schemas;
 mod conversion;
 pub mod crds;
 mod crud;
 mod delete;
 mod discovery;
+mod events;
+mod fieldmgr;
+mod fieldval;
 mod gc;
+mod immutable;
 mod openapi;
 mod patch;
 mod protobuf;
@@ -17,7 +24,10 @@ pub mod selectors;
 pub mod status;
 pub mod store;
 mod table;
+mod typemeta;
 mod watch;
+mod webhook_configs;
+mod webhooks;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -50,6 +60,10 @@ pub struct ServerOptions {
     pub garbage_collector: bool,
     /// Listening address (default: a free port on 127.0.0.1).
     pub bind: Option<SocketAddr>,
+    /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK (once the watched collection
+    /// has changed since its watch window started; also 2 s before the watch's timeout), like
+    /// kube-apiserver's watch cache: default one minute.
+    pub bookmark_interval: std::time::Duration,
 }
 
 impl Default for ServerOptions {
@@ -58,6 +72,7 @@ impl Default for ServerOptions {
             event_history: 10_000,
             garbage_collector: false,
             bind: None,
+            bookmark_interval: std::time::Duration::from_secs(60),
         }
     }
 }
@@ -68,10 +83,14 @@ pub struct State {
     pub store: Store,
     registry: RwLock<Registry>,
     token: String,
+    /// Tokens minted by TokenRequests.
+    tokens: authn::Tokens,
     /// Listening address.
     pub addr: SocketAddr,
     /// Requests received, by User-Agent, verb and resource.
     pub requests: requests::RequestCounts,
+    /// Interval between watch bookmarks.
+    pub bookmark_interval: std::time::Duration,
 }
 
 impl State {
@@ -162,10 +181,13 @@ pub async fn start(certs: &Certs, token: &str, opts: ServerOptions) -> Result<In
         store: Store::new(opts.event_history),
         registry: RwLock::new(Registry::new()),
         token: token.to_string(),
+        tokens: authn::Tokens::default(),
         addr,
         requests: requests::RequestCounts::default(),
+        bookmark_interval: opts.bookmark_interval,
     });
     crud::bootstrap(&state)?;
+    webhook_configs::register(&state);
     let (shutdown, mut stop_rx) = tokio_watch::channel(false);
     if opts.garbage_collector {
         gc::spawn(state.clone(), shutdown.subscribe());

@@ -5,6 +5,7 @@ use hyper::Response;
 use serde_json::{Value, json};
 
 use super::crud::{meta_str, parse_body, write_object};
+use super::fieldmgr::Ownership;
 use super::routes::ResourceReq;
 use super::status::{ApiError, ApiResult};
 use super::{Body, State, apply, json_response};
@@ -62,11 +63,18 @@ pub async fn patch(st: &State, rr: &ResourceReq, ctype: &str, body: &[u8]) -> Ap
         "application/strategic-merge-patch+json" if !def.custom => {}
         other => return Err(ApiError::unsupported_media(other)),
     }
+    rr.decoding()?;
     let mut p = parse_body(body)?;
     if ctype == "application/strategic-merge-patch+json" {
         strip_directives(&mut p);
     }
-    let v = write_object(st, rr, |old| apply_patch(old, ctype, &p, &def.kind, &def.group)).await?;
+    let owner = Ownership::Update {
+        manager: rr.manager(),
+    };
+    let v = write_object(st, rr, &owner, |old| {
+        apply_patch(old, ctype, &p, &def.kind, &def.group)
+    })
+    .await?;
     Ok(json_response(200, &v))
 }
 

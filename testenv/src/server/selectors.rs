@@ -144,6 +144,55 @@ impl FieldSelector {
         Ok(Self(out))
     }
 
+    /// Parses the `fieldSelector` query value for a served kind: labels are checked against what
+    /// that API supports (each Events API its own) and mapped to the stored fields.
+    pub fn parse_for(sel: &str, def: &super::crds::ResourceDef) -> Result<Self, ApiError> {
+        let parsed = Self::parse_any(sel)?;
+        let events = def.res_id() == (String::new(), "events".to_string());
+        let mut out = Vec::new();
+        for (k, eq, v) in parsed {
+            let mapped = if events {
+                super::events::field_label(def.group == super::events::NEW_GROUP, &k)
+            } else if k == "metadata.name" || k == "metadata.namespace" || extra_field_allowed(&def.kind, &k)
+            {
+                Some(k.clone())
+            } else {
+                None
+            };
+            let Some(mapped) = mapped else {
+                let plain = def.custom || events || matches!(def.kind.as_str(), "Secret" | "Namespace");
+                return Err(ApiError::bad_request(if plain {
+                    format!("field label not supported: {k}")
+                } else {
+                    format!(
+                        "{k:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                    )
+                }));
+            };
+            out.push((mapped, eq, v));
+        }
+        Ok(Self(out))
+    }
+
+    fn parse_any(sel: &str) -> Result<Vec<(String, bool, String)>, ApiError> {
+        let mut out = Vec::new();
+        for part in sel.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, eq, v) = if let Some((k, v)) = part.split_once("!=") {
+                (k, false, v)
+            } else if let Some((k, v)) = part.split_once("==") {
+                (k, true, v)
+            } else if let Some((k, v)) = part.split_once('=') {
+                (k, true, v)
+            } else {
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{sel}'; can't understand '{part}'"
+                )));
+            };
+            out.push((k.trim().to_string(), eq, v.trim().to_string()));
+        }
+        Ok(out)
+    }
+
     /// Whether an object matches.
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(k, eq, v)| {
@@ -159,11 +208,10 @@ impl FieldSelector {
 }
 
 /// Field labels the real server supports beyond `metadata.name`/`metadata.namespace` for the kinds
-/// served here: any field of Events (`involvedObject.*`, `regarding.*`, `reason`, `type`, ...),
-/// `status.phase` of Namespaces and `type` of Secrets.
+/// served here (Events: see `events::field_label`): `status.phase` of Namespaces and `type` of
+/// Secrets.
 fn extra_field_allowed(kind: &str, field: &str) -> bool {
     match kind {
-        "Event" => true,
         "Namespace" => field == "status.phase",
         "Secret" => field == "type",
         _ => false,

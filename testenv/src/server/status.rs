@@ -119,6 +119,11 @@ impl ApiError {
         .with_details(name, group, plural)
     }
 
+    /// 405 MethodNotAllowed with a specific message.
+    pub fn method_not_allowed_msg(msg: &str) -> Self {
+        Self::new(405, "MethodNotAllowed", msg.to_string())
+    }
+
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed() -> Self {
         Self::new(
@@ -180,6 +185,11 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty()
+            && let Some(m) = v.as_object_mut()
+        {
+            m.remove("reason");
+        }
         if let Some(d) = &self.details {
             v["details"] = d.clone();
         }

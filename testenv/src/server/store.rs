@@ -69,12 +69,21 @@ pub enum WatchFrom {
 
 type Key = (String, String);
 
+/// The watch window of one collection, like kube-apiserver's per-resource watch cache: it starts
+/// when the server starts (built-in kinds) or when the CRD is created (custom resources), and
+/// remembers the resourceVersion of the collection's last change.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    start: u64,
+    last: Option<u64>,
+}
+
 struct Inner {
     rv: u64,
     oldest_rv: u64,
     objects: HashMap<ResId, BTreeMap<Key, Value>>,
     history: VecDeque<Arc<Event>>,
-    applied: HashMap<(ResId, Key), BTreeMap<String, Value>>,
+    windows: HashMap<ResId, Window>,
 }
 
 /// The object store.
@@ -84,9 +93,12 @@ pub struct Store {
     history_cap: usize,
 }
 
-/// Resource versions below this are reported as compacted (410), like a real server whose watch cache
-/// started after them.
+/// The resourceVersion the store starts at (etcd's revisions start low; the watch window of
+/// built-in kinds starts at 1, so any version since the server's start can be watched from).
 pub const FIRST_RV: u64 = 100;
+
+/// Start of the watch window of collections created with the server (built-in kinds).
+const SERVER_START_WINDOW: u64 = 1;
 
 fn set_rv(obj: &mut Value, rv: u64) {
     if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -121,10 +133,10 @@ impl Store {
         Self {
             inner: Mutex::new(Inner {
                 rv: FIRST_RV,
-                oldest_rv: FIRST_RV,
+                oldest_rv: 0,
                 objects: HashMap::new(),
                 history: VecDeque::new(),
-                applied: HashMap::new(),
+                windows: HashMap::new(),
             }),
             tx,
             history_cap: history_cap.max(1),
@@ -182,6 +194,11 @@ impl Store {
     }
 
     fn record(&self, g: &mut Inner, ev: Event) {
+        let w = g.windows.entry(ev.res.clone()).or_insert(Window {
+            start: SERVER_START_WINDOW,
+            last: None,
+        });
+        w.last = Some(ev.rv);
         let ev = Arc::new(ev);
         g.history.push_back(ev.clone());
         while g.history.len() > self.history_cap {
@@ -272,7 +289,6 @@ impl Store {
         if let Some(m) = g.objects.get_mut(res) {
             m.remove(&key);
         }
-        g.applied.remove(&(res.clone(), key));
         g.rv += 1;
         let rv = g.rv;
         let mut obj = old.clone();
@@ -319,6 +335,10 @@ impl Store {
                 })
                 .unwrap_or_default(),
             WatchFrom::After(rv) => {
+                let start = g.windows.get(res).map_or(SERVER_START_WINDOW, |w| w.start);
+                if rv < start {
+                    return Err(start);
+                }
                 if rv < g.oldest_rv {
                     return Err(g.oldest_rv);
                 }
@@ -332,28 +352,24 @@ impl Store {
         Ok((backlog, g.rv, rx))
     }
 
-    /// Configurations last applied (server-side apply) per field manager for one object.
-    pub fn applied(&self, res: &ResId, ns: &str, name: &str) -> BTreeMap<String, Value> {
-        let g = self.lock();
-        g.applied
-            .get(&(res.clone(), (ns.to_string(), name.to_string())))
-            .cloned()
-            .unwrap_or_default()
+    /// Starts the watch window of a collection now (a CRD was created: its watch cache starts).
+    pub fn start_window(&self, res: &ResId) {
+        let mut g = self.lock();
+        let start = g.rv;
+        g.windows.insert(res.clone(), Window { start, last: None });
     }
 
-    /// Records the configuration applied by `manager`.
-    pub fn set_applied(&self, res: &ResId, ns: &str, name: &str, manager: &str, cfg: Value) {
-        let mut g = self.lock();
-        g.applied
-            .entry((res.clone(), (ns.to_string(), name.to_string())))
-            .or_default()
-            .insert(manager.to_string(), cfg);
+    /// The resourceVersion of the collection's last change since its window started, if any
+    /// (what a real watch cache puts in its bookmarks; none before the first change).
+    pub fn collection_rv(&self, res: &ResId) -> Option<u64> {
+        self.lock().windows.get(res).and_then(|w| w.last)
     }
 
     /// Drops every object of a collection (CRD removal) without events per object.
     pub fn drop_collection(&self, res: &ResId) {
         let mut g = self.lock();
         g.objects.remove(res);
+        g.windows.remove(res);
     }
 }
 
@@ -361,6 +377,20 @@ impl Store {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn watch_windows_start_with_the_server_or_the_crd() {
+        let s = Store::new(100);
+        let (backlog, _, _) = s.watch(&res(), WatchFrom::After(1)).unwrap();
+        assert!(backlog.is_empty());
+        let custom: ResId = ("example.io".into(), "widgets".into());
+        s.create(&res(), json!({"metadata": {"name": "a", "namespace": "d"}}))
+            .unwrap();
+        s.start_window(&custom);
+        assert_eq!(s.watch(&custom, WatchFrom::After(1)).err(), Some(s.current_rv()));
+        assert!(s.watch(&custom, WatchFrom::After(s.current_rv())).is_ok());
+        assert_eq!(s.collection_rv(&custom), None);
+    }
 
     fn res() -> ResId {
         (String::new(), "configmaps".into())
@@ -392,6 +422,7 @@ mod tests {
             .unwrap();
         }
         assert!(s.watch(&res(), WatchFrom::After(FIRST_RV)).is_err());
+        assert_eq!(s.collection_rv(&res()), Some(s.current_rv()));
         let (backlog, _, _) = s.watch(&res(), WatchFrom::After(s.current_rv() - 1)).unwrap();
         assert_eq!(backlog.len(), 1);
     }

@@ -1,5 +1,5 @@
-//! `meta.k8s.io/v1` Table responses for custom resources (what `kubectl get` asks for), built from the
-//! CRD version's `additionalPrinterColumns` plus the default Name and Age columns.
+//! `meta.k8s.io/v1` Table responses for custom resources (what `kubectl get` asks for): Name plus the
+//! CRD version's `additionalPrinterColumns`, or Name and Age when it declares none.
 
 use serde_json::{Value, json};
 
@@ -137,9 +137,8 @@ pub fn table(def: &ResourceDef, version: &str, items: &[Value], rv: &str, cont: 
             "priority": c.get("priority").cloned().unwrap_or(json!(0)),
         }));
     }
-    let has_age = cols
-        .iter()
-        .any(|c| c.get("jsonPath").and_then(Value::as_str) == Some(".metadata.creationTimestamp"));
+    // Like kube-apiserver: an Age column only when the CRD version declares no columns.
+    let has_age = !cols.is_empty();
     if !has_age {
         defs.push(json!({"name": "Age", "type": "date", "format": "", "priority": 0,
             "description": "CreationTimestamp is a timestamp representing the server time when this object was created."}));

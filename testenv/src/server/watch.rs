@@ -1,6 +1,8 @@
 //! Watch: newline-delimited `{"type","object"}` events as kube-runtime's watcher consumes them.
 //! Supports `resourceVersion` (unset/"0" = synthetic ADDED for current state), 410 Expired as an ERROR
-//! event for versions older than the retained history, `allowWatchBookmarks`, `timeoutSeconds`,
+//! event for versions before the collection's watch window (server start for built-in kinds, CRD
+//! creation for custom resources) or older than the retained history, `allowWatchBookmarks`
+//! (every `ServerOptions::bookmark_interval` once the collection changed), `timeoutSeconds`,
 //! `sendInitialEvents=true` (initial ADDED events then a BOOKMARK annotated
 //! `k8s.io/initial-events-end`), label/field selectors (objects leaving the selection are DELETED).
 
@@ -22,8 +24,9 @@ use super::status::{ApiError, ApiResult};
 use super::store::{Event, EventType, WatchFrom};
 use super::{Body, State};
 
-/// Interval between bookmarks when `allowWatchBookmarks=true`.
-const BOOKMARK_EVERY: Duration = Duration::from_secs(1);
+/// Bookmarks go out this long before a watch's timeout (if the collection has changed), as the
+/// real watch cache does.
+const PRE_TIMEOUT: Duration = Duration::from_secs(2);
 
 struct Filter {
     ns: Option<String>,
@@ -68,7 +71,7 @@ pub async fn watch(st: Arc<State>, rr: ResourceReq) -> ApiResult<Response<Body>>
     let filter = Filter {
         ns: rr.ns.clone(),
         labels: LabelSelector::parse(rr.q("labelSelector").unwrap_or_default())?,
-        fields: FieldSelector::parse(rr.q("fieldSelector").unwrap_or_default(), &rr.def.kind)?,
+        fields: FieldSelector::parse_for(rr.q("fieldSelector").unwrap_or_default(), &rr.def)?,
     };
     let send_initial = rr.flag("sendInitialEvents");
     if send_initial && rr.q("resourceVersionMatch") != Some("NotOlderThan") {
@@ -97,13 +100,20 @@ pub async fn watch(st: Arc<State>, rr: ResourceReq) -> ApiResult<Response<Body>>
         .filter(|t| *t > 0)
         .unwrap_or(1800);
     let started = st.store.watch(&rr.def.res_id(), from);
+    let requested_rv = match from {
+        WatchFrom::After(rv) => Some(rv),
+        WatchFrom::Now => None,
+    };
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
         let (backlog, start_rv, mut live) = match started {
             Ok(x) => x,
-            Err(_) => {
+            Err(oldest) => {
                 let _ = tx
-                    .send(line("ERROR", &ApiError::expired(&rv_param).to_status()))
+                    .send(line(
+                        "ERROR",
+                        &ApiError::expired(&format!("{rv_param} ({oldest})")).to_status(),
+                    ))
                     .await;
                 return;
             }
@@ -115,7 +125,6 @@ pub async fn watch(st: Arc<State>, rr: ResourceReq) -> ApiResult<Response<Body>>
             }
             json!({"apiVersion": rr.def.api_version(&rr.version), "kind": rr.def.kind, "metadata": meta})
         };
-        let mut last_rv = start_rv;
         for ev in backlog {
             let Some(ty) = filter.project(&ev) else { continue };
             let Ok(obj) = to_version(&st, &rr.def, ev.obj.clone(), &rr.version).await else {
@@ -138,17 +147,39 @@ pub async fn watch(st: Arc<State>, rr: ResourceReq) -> ApiResult<Response<Body>>
         {
             return;
         }
-        let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+        let started_at = tokio::time::Instant::now();
+        let deadline_at = started_at + Duration::from_secs(timeout);
+        let deadline = tokio::time::sleep_until(deadline_at);
         tokio::pin!(deadline);
-        let mut ticker = tokio::time::interval(BOOKMARK_EVERY);
-        ticker.tick().await;
+        let interval = st.bookmark_interval.max(Duration::from_millis(10));
+        // The next bookmark: after the interval, or shortly before the timeout if that is sooner.
+        let next_bookmark = |from: tokio::time::Instant| {
+            let pre = deadline_at.checked_sub(PRE_TIMEOUT).unwrap_or(started_at);
+            let at = (from + interval).min(pre);
+            (at > from).then_some(at)
+        };
+        let mut bookmark_at = next_bookmark(started_at);
+        // The real watch cache sends nothing (bookmarks included) at or below the watch's version.
+        let watch_rv = requested_rv.unwrap_or(start_rv);
         let res = rr.def.res_id();
         loop {
+            let bookmark_due = async {
+                match (bookmarks, bookmark_at) {
+                    (true, Some(at)) => tokio::time::sleep_until(at).await,
+                    _ => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = &mut deadline => break,
                 _ = tx.closed() => break,
-                _ = ticker.tick(), if bookmarks => {
-                    if tx.send(line("BOOKMARK", &bookmark_obj(last_rv, false))).await.is_err() {
+                _ = bookmark_due => {
+                    let now = tokio::time::Instant::now();
+                    bookmark_at = next_bookmark(now).filter(|at| *at > now);
+                    // Like the real watch cache: no bookmark until the collection changed after the watch's
+                    // resourceVersion.
+                    if let Some(rv) = st.store.collection_rv(&res).filter(|rv| *rv > watch_rv)
+                        && tx.send(line("BOOKMARK", &bookmark_obj(rv, false))).await.is_err()
+                    {
                         break;
                     }
                 }
@@ -157,7 +188,6 @@ pub async fn watch(st: Arc<State>, rr: ResourceReq) -> ApiResult<Response<Body>>
                         if ev.rv <= start_rv {
                             continue;
                         }
-                        last_rv = last_rv.max(ev.rv);
                         if ev.res != res {
                             continue;
                         }

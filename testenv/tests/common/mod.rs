@@ -155,3 +155,142 @@ pub fn api_err<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> Box<kube::core:
 pub fn compat(sub: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/compat")).join(sub)
 }
+
+/// A raw answer: status code, `Warning` header values and the JSON body.
+#[derive(Debug)]
+pub struct Raw {
+    /// HTTP status code.
+    pub code: u16,
+    /// `Warning` headers.
+    pub warnings: Vec<String>,
+    /// `Content-Type` header.
+    pub content_type: String,
+    /// Body (JSON, or `Null` when it is not JSON).
+    pub body: Value,
+}
+
+/// Sends a raw request (any method, content type and headers) and returns the full answer.
+pub async fn send(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Option<&Value>,
+    headers: &[(&str, &str)],
+) -> Raw {
+    let mut b = http::Request::builder().method(method).uri(path);
+    if body.is_some() {
+        b = b.header("content-type", content_type);
+    }
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    let bytes = body.map(|v| serde_json::to_vec(v).unwrap()).unwrap_or_default();
+    let resp = client
+        .send(b.body(kube::client::Body::from(bytes)).unwrap())
+        .await
+        .unwrap();
+    let code = resp.status().as_u16();
+    let warnings = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    let content_type = resp
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let raw = resp.into_body().collect_bytes().await.unwrap();
+    let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    Raw {
+        code,
+        warnings,
+        content_type,
+        body,
+    }
+}
+
+/// A namespaced CRD `<plural>.example.testenv.io` with a structural schema: `spec.size`
+/// (integer), `spec.name` (string, immutable by a CEL transition rule), `spec.items` (a `map`
+/// list keyed by `name`), `spec.tags` (atomic list), `status.phase`; the status subresource when
+/// `status` is true.
+pub fn part_crd(plural: &str, kind: &str, status: bool) -> CustomResourceDefinition {
+    let mut version = json!({
+        "name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "size": {"type": "integer"},
+                "name": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "name is immutable"}]},
+                "items": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                          "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "value": {"type": "string"}}}},
+                "tags": {"type": "array", "items": {"type": "string"}},
+            }},
+            "status": {"type": "object", "properties": {"phase": {"type": "string"}}},
+        }}},
+    });
+    if status {
+        version["subresources"] = json!({"status": {}});
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{GROUP}")},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind, "shortNames": [format!("{}x", &plural[..2])], "categories": ["testenv"]},
+            "versions": [version],
+        }
+    }))
+    .unwrap()
+}
+
+/// Plural of the parity tests' CRD with the status subresource.
+pub const PARTS: &str = "parts";
+/// Plural of the parity tests' CRD without it.
+pub const PLAIN: &str = "plainparts";
+
+/// A control plane with the `parts` and `plainparts` CRDs and a fresh namespace.
+pub async fn parity_setup() -> (testenv::TestEnv, kube::Client, String) {
+    let env = env().await;
+    env.install_crds(vec![
+        part_crd(PARTS, "Part", true),
+        part_crd(PLAIN, "PlainPart", false),
+    ])
+    .await
+    .unwrap();
+    let c = env.client();
+    let ns = namespace(&c).await;
+    (env, c, ns)
+}
+
+/// The collection path of a custom resource in `ns`.
+pub fn coll(ns: &str, plural: &str) -> String {
+    format!("/apis/{GROUP}/v1/namespaces/{ns}/{plural}")
+}
+
+/// A custom resource object of the test group.
+pub fn obj(kind: &str, name: &str, spec: Value) -> Value {
+    json!({"apiVersion": format!("{GROUP}/v1"), "kind": kind, "metadata": {"name": name}, "spec": spec})
+}
+
+/// The causes of a `Status` answer as (field, reason, message).
+pub fn causes(r: &Raw) -> Vec<(String, String, String)> {
+    r.body["details"]["causes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (s("field"), s("reason"), s("message"))
+        })
+        .collect()
+}
+
+/// The `message` of a `Status` answer.
+pub fn msg(r: &Raw) -> &str {
+    r.body["message"].as_str().unwrap_or_default()
+}
