@@ -212,6 +212,15 @@ impl ProxmoxClients {
         )
     }
 
+    /// Whether the shared `/cluster/resources` list of the cluster `client` talks to was read
+    /// successfully less than `age` ago (Proxmox answered then: a probe may rely on it instead of
+    /// sending a request of its own).
+    pub fn listed_within(&self, client: &Client, age: std::time::Duration) -> bool {
+        self.resources(client)
+            .peek()
+            .is_some_and(|(at, _)| at.elapsed() < age)
+    }
+
     /// The manager-wide client, when the manager was started with credentials.
     pub fn global(&self) -> Option<&Client> {
         self.global.as_ref()

@@ -259,7 +259,10 @@ async fn normal_steps(
     // Probed once per resync period (a little early, so the resync's reconcile probes), not on
     // every reconcile some watched object triggers.
     let probe_every = settings.resync.mul_f64(0.9);
-    if !available || memo.probe_due(&key, &client_id, probe_every) {
+    // A resource list the machine controller read successfully within the period is as good as
+    // a probe (at rest that list is read once per resync; no request of its own then).
+    let listed = available && ctx.proxmox.listed_within(&client, settings.resync);
+    if !available || (memo.probe_due(&key, &client_id, probe_every) && !listed) {
         if let Err(source) = client.version().await {
             memo.probe_failed(&key);
             ctx.metrics.set_cluster_connected(&ns, &name, false);

@@ -54,8 +54,8 @@ pub fn interpret(status: &AgentExecStatus) -> CloudInit {
 }
 
 /// The delays before reading a just-started process's status within `window`.
-fn reads(window: Duration) -> [Duration; 3] {
-    [window / 20, window / 2, window]
+fn reads(window: Duration) -> [Duration; 2] {
+    [window / 20, window]
 }
 
 /// Reads the status of the `cloud-init status --wait` process `pid` (`None`: it has not exited).
@@ -261,11 +261,7 @@ mod tests {
         );
         assert_eq!(
             reads(Duration::from_secs(2)),
-            [
-                Duration::from_millis(100),
-                Duration::from_secs(1),
-                Duration::from_secs(2)
-            ]
+            [Duration::from_millis(100), Duration::from_secs(2)]
         );
     }
 }

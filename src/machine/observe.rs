@@ -141,9 +141,11 @@ pub async fn task_look(
         Err(e) => return Err(MachineError::proxmox(format!("reading task {raw}"))(e)),
     };
     if facts != TaskFacts::Running
+        && !seen
         && let Some(vmid) = vmid
     {
-        // The task ended after the shared list was read: later looks need a newer one.
+        // The task ended after the shared list was read: later looks need a newer one (not
+        // when that list already showed the task's effect).
         view.wrote(vmid);
     }
     Ok(Some(look(facts)))

@@ -625,7 +625,16 @@ async fn remove_iso(env: &StepEnv<'_>) -> Result<StepResult, MachineError> {
                 .and_then(|v| v.split_once(':'))
                 .map(|(s, _)| s.to_owned())
         });
+    // Put or seen there by this process and no deletion started yet: deleted without listing
+    // first (a deletion of a file that is gone answers "not found", which counts as done).
+    let remembered = view.iso_at(vm.vmid).is_some_and(|(node, _)| node == vm.node)
+        && view.iso_deletion_of(vm.vmid).is_none();
     let found = match known {
+        Some(storage) if remembered => Some(super::state::IsoLocation {
+            node: vm.node.clone(),
+            volid: iso::volid(&storage, vm.vmid),
+            storage,
+        }),
         Some(storage) if iso::present(view, &vm.node, &storage, vm.vmid, env.fresh).await? => {
             Some(super::state::IsoLocation {
                 node: vm.node.clone(),

@@ -771,11 +771,11 @@ async fn publish(recorder: &Recorder, pm: &ProxmoxMachine, warning: bool, reason
     }
 }
 
-/// The longest a machine waits after a streak of errors: the longest task poll, at least 10 s
+/// The longest a machine waits after a streak of errors: the longest task poll, at least 5 s
 /// (faults come in bursts; a machine that failed a few times in a row must not sit out a
 /// minute once Proxmox answers again — the shared list keeps the request rate low anyway).
 fn error_backoff_cap(s: &crate::machine::MachineSettings) -> Duration {
-    s.task_poll_max.max(Duration::from_secs(10))
+    s.task_poll_max.max(Duration::from_secs(5))
 }
 
 fn error_policy(pm: Arc<Watched>, err: &MachineError, mc: Arc<MachineCtx>) -> Action {

@@ -103,7 +103,7 @@ impl Guests {
 
     /// Whether a guest up for `uptime` is probably done (guests of this cluster were, by then).
     pub fn likely_done(&self, uptime: Duration) -> bool {
-        self.lock().done_after.is_some_and(|d| uptime >= d.mul_f64(0.9))
+        self.lock().done_after.is_some_and(|d| uptime >= d.mul_f64(0.95))
     }
 
     /// Stops tracking `machine` (provisioned, failed or deleted).
