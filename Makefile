@@ -14,7 +14,7 @@ RELEASE_VERSION ?= v0.11.0-dev
 IMG ?= ghcr.io/capmox-rs/capmox-rs:$(RELEASE_VERSION)
 OUT ?= out
 
-.PHONY: all build test test-real e2e fuzz demo crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
+.PHONY: all build test test-real e2e fuzz demo bench crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
 
 all: build
 
@@ -60,6 +60,14 @@ fuzz:
 ## demo: pve-sim + in-tree control plane + manager: a 1+2 machine cluster comes up and is torn down
 demo:
 	$(CARGO) run -q -p capmox-demo
+
+## bench: provision, rest, restart and delete 1, 10, 100 (realistic) and 1000 (instant) machines on
+## pve-sim with the release manager binary and print what it cost (BENCH_ARGS to change the runs,
+## e.g. BENCH_ARGS='--machines 100 --json'; KUBEBUILDER_ASSETS=... uses a real kube-apiserver)
+BENCH_ARGS ?=
+bench:
+	$(CARGO) build --release -q -p capmox --bin capmox -p capmox-bench --bin capmox-bench
+	target/release/capmox-bench $(BENCH_ARGS)
 
 ## crds: regenerate config/crd/bases/ from the Rust API types
 crds:

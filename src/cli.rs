@@ -141,6 +141,21 @@ pub struct Cli {
           default_missing_value = "true", value_parser = parse_go_bool)]
     pub enable_webhooks: bool,
 
+    /// Objects of one kind reconciled at the same time, for both controllers (capmox-rs's flag).
+    /// `--proxmoxmachine-concurrency` and `--proxmoxcluster-concurrency` take precedence for their
+    /// controller; without any of the three each controller runs 10 reconciles at once (capmox's
+    /// default).
+    #[arg(long, env = "CAPMOX_CONCURRENCY", value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrency: Option<u16>,
+
+    /// ProxmoxMachines reconciled at the same time (capmox's flag; default `--concurrency`, else 10).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub proxmoxmachine_concurrency: Option<u16>,
+
+    /// ProxmoxClusters reconciled at the same time (capmox's flag; default `--concurrency`, else 10).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub proxmoxcluster_concurrency: Option<u16>,
+
     /// Port of the webhook server (HTTPS).
     #[arg(long, env = "CAPMOX_WEBHOOK_PORT", default_value_t = crate::webhooks::DEFAULT_PORT)]
     pub webhook_port: u16,
@@ -166,11 +181,6 @@ pub struct Cli {
     /// exchange) are skipped with a warning.
     #[arg(long, value_delimiter = ',', value_parser = parse_tls_cipher_suite)]
     pub tls_cipher_suites: Vec<String>,
-
-    /// Maximum number of objects of one kind reconciled concurrently.
-    #[arg(long, env = "CAPMOX_CONCURRENCY", default_value_t = 1,
-          value_parser = clap::value_parser!(u16).range(1..))]
-    pub concurrency: u16,
 
     /// How long to wait for the capmox CRDs to be served at startup.
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
@@ -326,7 +336,26 @@ pub fn parse_bind_address(s: &str) -> Result<Option<SocketAddr>, String> {
         .ok_or_else(|| format!("address '{s}' resolves to nothing"))
 }
 
+/// Reconcile concurrency when no flag sets it (capmox's `--proxmox*-concurrency` default).
+pub const DEFAULT_CONCURRENCY: u16 = 10;
+
 impl Cli {
+    /// Reconcile concurrency of the ProxmoxMachine controller: `--proxmoxmachine-concurrency`,
+    /// else `--concurrency`, else [`DEFAULT_CONCURRENCY`].
+    pub fn machine_concurrency(&self) -> u16 {
+        self.proxmoxmachine_concurrency
+            .or(self.concurrency)
+            .unwrap_or(DEFAULT_CONCURRENCY)
+    }
+
+    /// Reconcile concurrency of the ProxmoxCluster controller: `--proxmoxcluster-concurrency`,
+    /// else `--concurrency`, else [`DEFAULT_CONCURRENCY`].
+    pub fn cluster_concurrency(&self) -> u16 {
+        self.proxmoxcluster_concurrency
+            .or(self.concurrency)
+            .unwrap_or(DEFAULT_CONCURRENCY)
+    }
+
     /// Whether the global Proxmox credentials are completely configured (URL plus token+secret or
     /// username+password, all non-empty).
     pub fn global_proxmox_configured(&self) -> bool {
@@ -346,6 +375,29 @@ mod tests {
     #[test]
     fn command_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn concurrency_precedence() {
+        let parse = |args: &[&str]| Cli::try_parse_from([&["capmox"], args].concat()).unwrap();
+        let none = parse(&[]);
+        assert_eq!((none.machine_concurrency(), none.cluster_concurrency()), (10, 10));
+        let ours = parse(&["--concurrency=3"]);
+        assert_eq!((ours.machine_concurrency(), ours.cluster_concurrency()), (3, 3));
+        let capmox = parse(&[
+            "--concurrency=3",
+            "--proxmoxmachine-concurrency=20",
+            "--proxmoxcluster-concurrency=2",
+        ]);
+        assert_eq!(
+            (capmox.machine_concurrency(), capmox.cluster_concurrency()),
+            (20, 2)
+        );
+        assert_eq!(
+            parse(&["--proxmoxcluster-concurrency=5"]).machine_concurrency(),
+            10
+        );
+        assert!(Cli::try_parse_from(["capmox", "--proxmoxmachine-concurrency=0"]).is_err());
     }
 
     #[test]

@@ -10,12 +10,25 @@ use crate::metrics::Metrics;
 pub struct ControllerSettings {
     /// Only watch objects in this namespace (`None`: all namespaces).
     pub namespace: Option<String>,
-    /// Maximum number of objects of one kind reconciled at the same time.
+    /// Objects of one kind reconciled at the same time, unless a controller's own setting
+    /// (`machine.concurrency`, `cluster.concurrency`) says otherwise.
     pub concurrency: u16,
     /// Timing of the ProxmoxCluster controller.
     pub cluster: crate::cluster::ClusterSettings,
     /// Timing of the ProxmoxMachine controller.
     pub machine: crate::machine::MachineSettings,
+}
+
+impl ControllerSettings {
+    /// Reconcile concurrency of the ProxmoxMachine controller (at least 1).
+    pub fn machine_concurrency(&self) -> u16 {
+        self.machine.concurrency.unwrap_or(self.concurrency).max(1)
+    }
+
+    /// Reconcile concurrency of the ProxmoxCluster controller (at least 1).
+    pub fn cluster_concurrency(&self) -> u16 {
+        self.cluster.concurrency.unwrap_or(self.concurrency).max(1)
+    }
 }
 
 /// Everything a reconcile needs besides the object itself.

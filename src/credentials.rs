@@ -169,6 +169,20 @@ pub struct ProxmoxClients {
     built: AtomicU64,
     /// Objects whose credentials Proxmox refused, by credentials Secret `(namespace, name)`.
     rotation_waiters: Mutex<HashMap<ObjectKey, BTreeSet<ObjectKey>>>,
+    /// The shared `/cluster/resources` lists, by [`client_key`].
+    resources: Mutex<HashMap<String, Arc<ResourceList>>>,
+}
+
+/// The `/cluster/resources` list of one Proxmox cluster as the manager's controllers share it.
+pub type ResourceList = crate::machine::view::shared::Shared<crate::machine::view::Snapshot>;
+
+/// The key of what a client sees: its endpoint and user.
+pub fn client_key(client: &Client) -> String {
+    let user = match &client.config().credentials {
+        proxmox::Credentials::Token { token_id, .. } => token_id.clone(),
+        proxmox::Credentials::Password { username, .. } => username.clone(),
+    };
+    format!("{} {user}", client.base_url())
 }
 
 impl std::fmt::Debug for ProxmoxClients {
@@ -190,7 +204,29 @@ impl ProxmoxClients {
             cache: Mutex::new(HashMap::new()),
             built: AtomicU64::new(0),
             rotation_waiters: Mutex::new(HashMap::new()),
+            resources: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The shared `/cluster/resources` list of the Proxmox cluster `client` talks to (one per
+    /// endpoint and user, shared by both controllers).
+    pub fn resources(&self, client: &Client) -> Arc<ResourceList> {
+        Arc::clone(
+            self.resources
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .entry(client_key(client))
+                .or_default(),
+        )
+    }
+
+    /// Whether the shared `/cluster/resources` list of the cluster `client` talks to was read
+    /// successfully less than `age` ago (Proxmox answered then: a probe may rely on it instead of
+    /// sending a request of its own).
+    pub fn listed_within(&self, client: &Client, age: std::time::Duration) -> bool {
+        self.resources(client)
+            .peek()
+            .is_some_and(|(at, _)| at.elapsed() < age)
     }
 
     /// The manager-wide client, when the manager was started with credentials.

@@ -685,6 +685,53 @@ pub async fn ensure_claims(
     Ok(out)
 }
 
+/// [`load`] from watch caches instead of the API: `claim(name)` and `address(name)` return the
+/// cached objects as served (in `version`); objects that do not parse are treated as absent.
+pub fn load_cached(
+    version: IpamApiVersion,
+    desired: &[DesiredClaim],
+    claim: impl Fn(&str) -> Option<serde_json::Value>,
+    address: impl Fn(&str) -> Option<serde_json::Value>,
+) -> (Vec<v1beta2::IPAddressClaim>, Vec<v1beta2::IPAddress>) {
+    let claim_of = |v: serde_json::Value| -> Option<v1beta2::IPAddressClaim> {
+        match version {
+            IpamApiVersion::V1beta2 => serde_json::from_value(v).ok(),
+            IpamApiVersion::V1beta1 => serde_json::from_value::<v1beta1::IPAddressClaim>(v)
+                .ok()
+                .map(Into::into),
+        }
+    };
+    let address_of = |v: serde_json::Value| -> Option<v1beta2::IPAddress> {
+        match version {
+            IpamApiVersion::V1beta2 => serde_json::from_value(v).ok(),
+            IpamApiVersion::V1beta1 => serde_json::from_value::<v1beta1::IPAddress>(v)
+                .ok()
+                .map(Into::into),
+        }
+    };
+    let mut claims = Vec::new();
+    let mut addresses = Vec::new();
+    for d in desired {
+        let addr_name = match claim(&d.name).and_then(claim_of) {
+            None => Some(d.name.clone()),
+            Some(c) => {
+                let name = c
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.address_ref.as_ref())
+                    .map(|r| r.name.clone())
+                    .filter(|n| !n.is_empty());
+                claims.push(c);
+                name
+            }
+        };
+        if let Some(a) = addr_name.and_then(|n| address(&n)).and_then(address_of) {
+            addresses.push(a);
+        }
+    }
+    (claims, addresses)
+}
+
 /// Reads the desired claims and the IPAddresses they reference (in the served version, converted to
 /// v1beta2), ready for [`resolve`]. For a missing claim, an IPAddress of the claim's name is read too
 /// (so [`Resolution::orphaned`] can report it). Absent objects are simply not returned.

@@ -19,4 +19,5 @@ pub mod metrics;
 pub mod packaging;
 pub mod proxmox;
 pub mod telemetry;
+pub mod user_agent;
 pub mod webhooks;

@@ -48,7 +48,7 @@ async fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let options = manager::options_from_cli(&cli)?;
-    let client = kube::Client::try_default().await?;
+    let client = capmox::user_agent::kube_client().await?;
     let manager = Manager::new(client, options).await?;
     manager.run(shutdown_signal()).await?;
     Ok(())

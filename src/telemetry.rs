@@ -46,6 +46,12 @@ pub fn build_filter(verbosity: u8, override_directive: Option<&str>) -> Result<E
         .map_err(|source| TelemetryError::Filter { directive, source })
 }
 
+/// Whether text logs carry ANSI colour codes: only when stderr is a terminal (a Pod's log, a file
+/// or a pipe gets plain text) and `NO_COLOR` is not set.
+pub fn ansi_colours(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
+}
+
 /// Installs the global subscriber (stderr, text or JSON).
 pub fn init(
     verbosity: u8,
@@ -55,9 +61,20 @@ pub fn init(
     let filter = build_filter(verbosity, override_directive)?;
     let registry = tracing_subscriber::registry().with(filter);
     match format {
-        LogFormat::Text => registry
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
-            .try_init()?,
+        LogFormat::Text => {
+            use std::io::IsTerminal;
+            let ansi = ansi_colours(
+                std::io::stderr().is_terminal(),
+                std::env::var_os("NO_COLOR").as_deref(),
+            );
+            registry
+                .with(
+                    tracing_subscriber::fmt::layer()
+                        .with_ansi(ansi)
+                        .with_writer(std::io::stderr),
+                )
+                .try_init()?
+        }
         LogFormat::Json => registry
             .with(
                 tracing_subscriber::fmt::layer()
@@ -86,6 +103,14 @@ mod tests {
         for v in 0..=10 {
             assert!(build_filter(v, None).is_ok(), "verbosity {v}");
         }
+    }
+
+    #[test]
+    fn colours_only_on_a_terminal_without_no_color() {
+        assert!(ansi_colours(true, None));
+        assert!(!ansi_colours(false, None));
+        assert!(!ansi_colours(true, Some(std::ffi::OsStr::new("1"))));
+        assert!(ansi_colours(true, Some(std::ffi::OsStr::new(""))));
     }
 
     #[test]

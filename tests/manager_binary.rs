@@ -194,6 +194,10 @@ async fn binary_runs_with_capmox_deployment_args_and_stops_on_sigterm() {
     );
     assert!(logs.contains("released the leader Lease"), "{logs}");
     assert!(!logs.contains(sim.token_secret()), "secret leaked into the logs");
+    assert!(
+        !logs.contains('\u{1b}'),
+        "ANSI colour codes in a log file:\n{logs}"
+    );
     let after = leases.get("controller-leader-elect-capmox").await.unwrap();
     let spec = after.spec.unwrap();
     assert!(spec.holder_identity.unwrap_or_default().is_empty());

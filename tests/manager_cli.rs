@@ -44,7 +44,9 @@ fn capmox_deployment_args_parse_unchanged() {
     assert_eq!(cli.leader_elect_renew_deadline, Duration::from_secs(10));
     assert_eq!(cli.leader_elect_retry_period, Duration::from_secs(2));
     assert!(cli.enable_webhooks);
-    assert_eq!(cli.concurrency, 1);
+    // capmox's per-controller defaults (10 each) unless a flag says otherwise.
+    assert_eq!(cli.concurrency, None);
+    assert_eq!((cli.machine_concurrency(), cli.cluster_concurrency()), (10, 10));
     assert_eq!(cli.log_format, LogFormat::Text);
 
     let opts = options_from_cli(&cli).unwrap();
@@ -84,6 +86,13 @@ fn cluster_topology_true_and_go_style_values() {
     assert!(opts.leader_election.is_none());
     assert_eq!(opts.settings.namespace.as_deref(), Some("team-a"));
     assert_eq!(opts.settings.concurrency, 4);
+    assert_eq!(
+        (
+            opts.settings.machine_concurrency(),
+            opts.settings.cluster_concurrency()
+        ),
+        (4, 4)
+    );
     assert!(opts.feature_gates.enabled("ClusterTopology"));
 
     assert_eq!(parse(&["-v=3"]).verbosity, 3);

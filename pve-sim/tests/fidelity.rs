@@ -401,6 +401,36 @@ async fn agent_delay_and_cloud_init_results_per_scenario_and_per_vm() {
 }
 
 #[tokio::test]
+async fn cloud_init_status_wait_runs_until_cloud_init_is_done() {
+    let mut config = SimConfig::default();
+    config.scenario.latency.cloud_init_done_ms = Some(3_600_000);
+    let sim = common::start(config).await;
+    let st = sim.server.state();
+    sim.clone_vm(262, "w").await;
+    assert_eq!(
+        sim.post_task("/nodes/pve1/qemu/262/status/start", json!({}))
+            .await,
+        "OK"
+    );
+    let r = sim
+        .post(
+            "/nodes/pve1/qemu/262/agent/exec",
+            json!({"command": ["cloud-init", "status", "--wait"]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let pid = r.json["data"]["pid"].as_i64().unwrap();
+    let path = format!("/nodes/pve1/qemu/262/agent/exec-status?pid={pid}");
+    let s = sim.get(&path).await.json["data"].clone();
+    assert_eq!(s["exited"], json!(0), "still waiting: {s}");
+    st.set_latency(LatencySpec::default());
+    let s = sim.get(&path).await.json["data"].clone();
+    assert_eq!(s["exited"], json!(1), "{s}");
+    assert_eq!(s["exitcode"], json!(0));
+    assert!(s["out-data"].as_str().unwrap().ends_with("status: done\n"), "{s}");
+}
+
+#[tokio::test]
 async fn leftovers_list_what_a_provider_left_behind() {
     let sim = common::start_default().await;
     let st = sim.server.state();

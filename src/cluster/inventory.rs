@@ -1,9 +1,10 @@
 //! Node inventory of a ProxmoxCluster: capacity and usage of the allowed Proxmox nodes (all
-//! nodes when `allowedNodes` is empty), from `GET /nodes` and `GET /cluster/resources?type=vm`.
+//! nodes when `allowedNodes` is empty), from `GET /cluster/resources` (nodes and guests in one
+//! list, shared with the machine controller).
 
 use capmox_api::v1alpha2::NodeInventory;
 
-use crate::proxmox::{self, Client, ClusterResource, NodeListEntry, ResourceType};
+use crate::proxmox::{self, Client, ClusterResource, NodeListEntry};
 
 fn to_i64(v: Option<u64>) -> Option<i64> {
     v.and_then(|v| i64::try_from(v).ok())
@@ -42,11 +43,46 @@ pub fn build(nodes: &[NodeListEntry], guests: &[ClusterResource], allowed: &[Str
     }
 }
 
-/// Queries Proxmox and builds the inventory.
-pub async fn collect(client: &Client, allowed: &[String]) -> Result<Vec<NodeInventory>, proxmox::Error> {
-    let nodes = client.nodes().await?;
-    let guests = client.cluster_resources(Some(ResourceType::Vm)).await?;
-    Ok(build(&nodes, &guests, allowed))
+/// The node entries of `GET /cluster/resources` as node list entries.
+pub fn nodes_of(resources: &[ClusterResource]) -> Vec<NodeListEntry> {
+    resources
+        .iter()
+        .filter(|r| r.resource_type == "node")
+        .filter_map(|r| {
+            Some(NodeListEntry {
+                node: r.node.clone()?,
+                status: r.status.clone().unwrap_or_default(),
+                cpu: r.cpu,
+                maxcpu: r.maxcpu.map(|c| c.max(0.0).round() as u64),
+                mem: r.mem,
+                maxmem: r.maxmem,
+                uptime: r.uptime,
+                ssl_fingerprint: None,
+            })
+        })
+        .collect()
+}
+
+/// Reads the cluster's resource list (shared: a list read within `max_age` is reused) and builds
+/// the inventory.
+pub async fn collect(
+    clients: &crate::credentials::ProxmoxClients,
+    client: &Client,
+    allowed: &[String],
+    max_age: std::time::Duration,
+) -> Result<Vec<NodeInventory>, proxmox::Error> {
+    let fresh = crate::machine::view::Freshness::within(max_age);
+    let (_, snap) = clients
+        .resources(client)
+        .get(fresh, || crate::machine::view::Snapshot::fetch(client))
+        .await?;
+    let guests: Vec<ClusterResource> = snap
+        .resources
+        .iter()
+        .filter(|r| r.resource_type == "qemu" || r.resource_type == "lxc")
+        .cloned()
+        .collect();
+    Ok(build(&nodes_of(&snap.resources), &guests, allowed))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 pub mod error;
 pub mod failure_domains;
 pub mod inventory;
+pub mod memo;
 pub mod owner;
 pub mod pool_schema;
 pub mod pools;
@@ -22,6 +23,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 pub use error::{ClusterError, ErrorKind};
+pub use memo::Memo;
 pub use owner::OwnerCluster;
 use pool_schema::{FieldSupport, PoolFieldSupport};
 use readiness::Availability;
@@ -35,6 +37,8 @@ pub const FIELD_MANAGER: &str = "capmox-proxmoxcluster";
 /// Timing of the ProxmoxCluster controller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterSettings {
+    /// ProxmoxClusters reconciled at the same time (`None`: the manager-wide `concurrency`).
+    pub concurrency: Option<u16>,
     /// Requeue of a ready cluster (re-probe Proxmox).
     pub resync: Duration,
     /// Requeue while a deletion waits for ProxmoxMachines.
@@ -50,6 +54,7 @@ pub struct ClusterSettings {
 impl Default for ClusterSettings {
     fn default() -> Self {
         Self {
+            concurrency: None,
             resync: Duration::from_secs(60),
             machine_wait: Duration::from_secs(10),
             backoff_base: Duration::from_secs(5),
@@ -128,12 +133,16 @@ async fn patch_finalizers(
 /// The normal path: finalizer, control-plane endpoint wait, IP pools, credentials, probe,
 /// failure domains, node inventory (when `refresh_inventory`), ready. A failed step is recorded
 /// in the status as `ProxmoxAvailable=False` with the step's reason (see [`record_failure`]).
+///
+/// `memo` keeps this from repeating work for reconciles triggered by something unrelated: the
+/// pools are applied only when they changed, and Proxmox is probed once per resync period.
 pub async fn reconcile_normal(
     ctx: &Context,
     pc: &ProxmoxCluster,
     owner: &OwnerCluster,
     refresh_inventory: bool,
     pool_fields: &PoolFieldSupport,
+    memo: &Memo,
 ) -> Outcome {
     let mut status = pc.status.clone().unwrap_or_default();
     let mut events = Vec::new();
@@ -143,6 +152,7 @@ pub async fn reconcile_normal(
         owner,
         refresh_inventory,
         pool_fields,
+        memo,
         &mut status,
         &mut events,
     )
@@ -204,6 +214,7 @@ async fn normal_steps(
     owner: &OwnerCluster,
     refresh_inventory: bool,
     pool_fields: &PoolFieldSupport,
+    memo: &Memo,
     status: &mut ProxmoxClusterStatus,
     events: &mut Vec<readiness::Transition>,
 ) -> Result<Action, ClusterError> {
@@ -226,22 +237,44 @@ async fn normal_steps(
         return Ok(Action::requeue(settings.resync));
     }
 
+    let key = format!("{ns}/{name}");
     let desired = pools::desired_pools(&name, &pc.spec);
-    apply_pools(ctx, pc, &desired, pool_fields).await?;
+    let applied = desired
+        .iter()
+        .all(|p| memo.pool_applied(&pools::pool_object(p, &ns, owner_reference(pc, true))));
+    if !applied {
+        apply_pools(ctx, pc, &desired, pool_fields).await?;
+    }
     let (refs, zones) = pools::status_refs(&desired);
     status.in_cluster_ip_pool_ref = (!refs.is_empty()).then_some(refs);
     status.in_cluster_zone_ref = (!zones.is_empty()).then_some(zones);
 
     let client = secret::resolve_client(ctx, pc).await?;
     events.extend(tls_signal(ctx, pc, &client));
-    if let Err(source) = client.version().await {
-        ctx.metrics.set_cluster_connected(&ns, &name, false);
-        return Err(probe_error(ctx, pc, source));
+    let client_id = format!("{} {:?}", client.base_url(), client.config().credentials);
+    let available = status.conditions.as_ref().is_some_and(|c| {
+        c.iter()
+            .any(|c| c.type_ == v1alpha2::PROXMOX_AVAILABLE_CONDITION && c.status == "True")
+    });
+    // Probed once per resync period (a little early, so the resync's reconcile probes), not on
+    // every reconcile some watched object triggers.
+    let probe_every = settings.resync.mul_f64(0.9);
+    // A resource list the machine controller read successfully within the period is as good as
+    // a probe (at rest that list is read once per resync; no request of its own then).
+    let listed = available && ctx.proxmox.listed_within(&client, settings.resync);
+    if !available || (memo.probe_due(&key, &client_id, probe_every) && !listed) {
+        if let Err(source) = client.version().await {
+            memo.probe_failed(&key);
+            ctx.metrics.set_cluster_connected(&ns, &name, false);
+            return Err(probe_error(ctx, pc, source));
+        }
+        memo.probed(&key, &client_id);
     }
     ctx.metrics.set_cluster_connected(&ns, &name, true);
     if refresh_inventory {
         let allowed = pc.spec.allowed_nodes.as_deref().unwrap_or_default();
-        match inventory::collect(&client, allowed).await {
+        let max_age = settings.inventory_interval / 2;
+        match inventory::collect(&ctx.proxmox, &client, allowed, max_age).await {
             Ok(inv) => status.node_inventory = (!inv.is_empty()).then_some(inv),
             Err(e) => {
                 tracing::warn!(namespace = %ns, name = %name, error = %e, "node inventory refresh failed")

@@ -143,6 +143,42 @@ pub fn pool_object(pool: &DesiredPool, namespace: &str, owner: OwnerReference) -
     obj
 }
 
+/// Whether `current` (the pool as served) already is what applying `desired` would make it:
+/// every spec field `desired` sets has its value (a field the served CRD does not declare —
+/// `addressReuseGracePeriodSeconds` on older IPAM providers — may be absent), and the labels,
+/// annotations and controller ownerRef are there.
+pub fn is_applied(desired: &InClusterIPPool, current: &InClusterIPPool) -> bool {
+    let (Ok(want), Ok(have)) = (
+        serde_json::to_value(&desired.spec),
+        serde_json::to_value(&current.spec),
+    ) else {
+        return false;
+    };
+    let spec_ok = want.as_object().is_some_and(|want| {
+        want.iter().all(|(k, v)| match have.get(k) {
+            Some(h) => h == v,
+            None => v.is_null() || k == "addressReuseGracePeriodSeconds",
+        })
+    });
+    let subset = |want: &Option<BTreeMap<String, String>>, have: &Option<BTreeMap<String, String>>| {
+        want.iter()
+            .flatten()
+            .all(|(k, v)| have.as_ref().and_then(|h| h.get(k)) == Some(v))
+    };
+    let owned = desired.metadata.owner_references.iter().flatten().all(|o| {
+        current
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|c| c.uid == o.uid && c.controller == o.controller)
+    });
+    spec_ok
+        && subset(&desired.metadata.labels, &current.metadata.labels)
+        && subset(&desired.metadata.annotations, &current.metadata.annotations)
+        && owned
+}
+
 /// `status.inClusterIPPoolRef` and `status.inClusterZoneRef` for the pools: every pool name, and
 /// one zone entry per zone (in first-seen order) with its v4 and v6 pool.
 pub fn status_refs(pools: &[DesiredPool]) -> (Vec<LocalObjectReference>, Vec<InClusterZoneRef>) {

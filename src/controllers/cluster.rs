@@ -21,11 +21,12 @@ use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, watcher};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
 use super::decoded::{self, Decoded};
+use super::triggers::{changes, hash_of};
 use crate::cluster::pool_schema::PoolFieldSupport;
 use crate::cluster::{self, ClusterError, FIELD_MANAGER, readiness};
 use crate::context::Context;
@@ -89,6 +90,8 @@ struct ClusterCtx {
     inventory_at: Mutex<HashMap<String, Instant>>,
     /// What the served InClusterIPPool CRD declares (read once, refreshed now and then).
     pool_fields: PoolFieldSupport,
+    /// Pools applied and probes done lately, per cluster.
+    memo: Arc<cluster::Memo>,
 }
 
 impl ClusterCtx {
@@ -152,24 +155,72 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     };
 
     let stop = super::shutdown_signal(shutdown);
+    let (pool_cache, pool_writer) = kube::runtime::reflector::store::<InClusterIPPool>();
+    let memo = Arc::new(cluster::Memo::with_pools(pool_cache));
     let cctx = Arc::new(ClusterCtx {
         recorder: super::recorder(client.clone()),
         backoff: Backoff::default(),
         inventory_at: Mutex::new(HashMap::new()),
         pool_fields: PoolFieldSupport::default(),
+        memo: Arc::clone(&memo),
         ctx: ctx.clone(),
     });
 
     let wc = watcher::Config::default().any_semantic();
-    let controller = Controller::new(pcs, wc.clone());
-    let store = controller.store();
+    // Only what a ProxmoxCluster depends on triggers it: a Cluster's pause, readiness, endpoint,
+    // references and deletion; a pool's spec or deletion (then it is applied again); a
+    // ProxmoxMachine being deleted or gone (a deletion waits for them) — not their status.
+    let cluster_events = changes(
+        watcher(clusters, wc.clone()).default_backoff(),
+        cluster_fingerprint,
+        |_| true,
+    );
+    let pool_events = changes(
+        watcher(pools, wc.clone()).default_backoff().reflect(pool_writer),
+        |p: &InClusterIPPool| {
+            hash_of((
+                p.metadata.generation,
+                p.labels().iter().collect::<Vec<_>>(),
+                p.annotations().iter().collect::<Vec<_>>(),
+                p.metadata.deletion_timestamp.is_some(),
+            ))
+        },
+        |_| true,
+    );
+    let machine_events = changes(
+        watcher(machines, wc.clone()).default_backoff(),
+        |m: &PartialObjectMeta<ProxmoxMachine>| hash_of(m.metadata.deletion_timestamp.is_some()),
+        |_| false,
+    );
+    // The ProxmoxClusters themselves trigger on what a reconcile reads of them — spec
+    // (generation), metadata and deletion — not on status writes (the machine controller writes
+    // `status.nodeLocations` with every reservation).
+    let (store, pc_writer) = kube::runtime::reflector::store::<Watched>();
+    let pc_events = changes(
+        watcher(pcs, wc.clone()).default_backoff().reflect(pc_writer),
+        |pc: &Watched| {
+            hash_of((
+                pc.meta().generation,
+                pc.labels().iter().collect::<Vec<_>>(),
+                pc.annotations().iter().collect::<Vec<_>>(),
+                pc.finalizers(),
+                pc.owner_references()
+                    .iter()
+                    .map(|o| o.uid.clone())
+                    .collect::<Vec<_>>(),
+                pc.meta().deletion_timestamp.is_some(),
+            ))
+        },
+        |_| true,
+    );
+    let controller = Controller::for_stream(pc_events, store.clone());
     let (s1, s2, s3) = (store.clone(), store.clone(), store);
     controller
-        .watches_with(clusters, cluster_ar, wc.clone(), move |c| cluster_to_pcs(&c, &s1))
-        .owns(pools, wc.clone())
-        .watches(machines, wc.clone(), move |m| machine_to_pcs(&m, &s2))
+        .watches_stream_with(cluster_events, move |c| cluster_to_pcs(&c, &s1), cluster_ar)
+        .owns_stream(pool_events)
+        .watches_stream(machine_events, move |m| machine_to_pcs(&m, &s2))
         .watches(secrets, wc, move |s| secret_to_pcs(&s, &s3))
-        .with_config(Config::default().concurrency(ctx.settings.concurrency))
+        .with_config(Config::default().concurrency(ctx.settings.cluster_concurrency()))
         .graceful_shutdown_on(stop)
         .run(reconcile, error_policy, cctx)
         .for_each(|r| async move {
@@ -178,6 +229,19 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             }
         })
         .await;
+}
+
+/// What a ProxmoxCluster reads of its Cluster: pause, deletion, references and endpoint.
+fn cluster_fingerprint(c: &DynamicObject) -> u64 {
+    let view = capmox_api::capi::views::ClusterView::from_dynamic(c);
+    hash_of((
+        view.paused,
+        view.deleting,
+        view.infrastructure_provisioned,
+        c.data.pointer("/spec/infrastructureRef").map(Value::to_string),
+        c.data.pointer("/spec/controlPlaneEndpoint").map(Value::to_string),
+        c.metadata.uid.as_deref(),
+    ))
 }
 
 /// The Cluster API resource to watch: `v1beta2` when served, else `v1beta1`.
@@ -322,6 +386,7 @@ async fn reconcile_inner(pc: &ProxmoxCluster, cc: &ClusterCtx) -> Result<Action,
         return Ok(Action::await_change());
     }
     let outcome = if pc.metadata.deletion_timestamp.is_some() {
+        cc.memo.forget(&key(pc));
         cluster::reconcile_delete(ctx, pc, owner.as_ref()).await
     } else {
         let Some(owner) = owner else {
@@ -329,7 +394,7 @@ async fn reconcile_inner(pc: &ProxmoxCluster, cc: &ClusterCtx) -> Result<Action,
             return Ok(Action::await_change());
         };
         let due = cc.inventory_due(&key(pc));
-        let outcome = cluster::reconcile_normal(ctx, pc, &owner, due, &cc.pool_fields).await;
+        let outcome = cluster::reconcile_normal(ctx, pc, &owner, due, &cc.pool_fields, &cc.memo).await;
         let ready = outcome.status.initialization.as_ref().and_then(|i| i.provisioned) == Some(true)
             && outcome.result.is_ok();
         if due && ready {

@@ -37,6 +37,8 @@ pub struct Unreadable {
     pub field: String,
     /// What is wrong there, e.g. ``missing field `networkDevices` ``.
     pub error: String,
+    /// The object as served (what can still be read of it, e.g. a recorded VMID).
+    pub raw: Value,
 }
 
 impl<K> Decoded<K> {
@@ -62,6 +64,7 @@ impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
                     metadata,
                     field: e.path().to_string(),
                     error: e.into_inner().to_string(),
+                    raw: value,
                 })))
             }
         }

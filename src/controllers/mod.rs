@@ -6,6 +6,7 @@ pub mod decoded;
 pub mod machine;
 
 pub mod rbac;
+pub mod triggers;
 
 use std::future::Future;
 

@@ -2,19 +2,27 @@
 //! recorded in `status.taskRef` and awaited before anything else happens, so a pass never issues a
 //! second stop or destroy while one is running; a VM that no longer exists means that part is done.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use capmox_api::v1alpha2::{self as api, ProxmoxCluster, ProxmoxMachine};
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::core::GroupVersionKind;
+use kube::runtime::reflector::ObjectRef;
 
 use super::MachineSettings;
+use super::caches::Caches;
 use super::error::MachineError;
+use super::iso;
+use super::locations::Locations;
 use super::observe::{self, recorded_vmid};
 use super::state::{DeleteFacts, DeleteStep, TaskFacts, VmPresence, decide_delete};
-use super::steps::{Next, record_task};
-use super::{iso, locations};
+use super::steps::Next;
+use super::view::ProxmoxView;
+use super::view::watch::Expect;
 use crate::ipam::IpamApiVersion;
-use crate::proxmox::Client;
+use crate::proxmox::Upid;
 use crate::proxmox::types::{DeleteVmOptions, StopRequest};
 use capmox_api::capi::IPAM_GROUP;
 
@@ -43,31 +51,6 @@ fn claims_api(kube: &kube::Client, version: IpamApiVersion, ns: &str) -> Api<Dyn
     )
 }
 
-/// Names of the IPAddressClaims controlled by the machine that are not being deleted yet.
-async fn live_claims(
-    kube: &kube::Client,
-    version: IpamApiVersion,
-    pm: &ProxmoxMachine,
-) -> Result<Vec<String>, MachineError> {
-    let ns = pm.namespace().unwrap_or_default();
-    let uid = pm.uid().unwrap_or_default();
-    let list = claims_api(kube, version, &ns)
-        .list_metadata(&ListParams::default())
-        .await
-        .map_err(MachineError::kube(format!("listing IPAddressClaims in {ns}")))?;
-    Ok(list
-        .items
-        .into_iter()
-        .filter(|c| {
-            c.metadata.deletion_timestamp.is_none()
-                && c.owner_references()
-                    .iter()
-                    .any(|r| r.uid == uid && r.kind == "ProxmoxMachine")
-        })
-        .map(|c| c.name_any())
-        .collect())
-}
-
 async fn release_claims(
     kube: &kube::Client,
     version: IpamApiVersion,
@@ -90,38 +73,102 @@ fn set_condition(pm: &mut ProxmoxMachine, reason: &str, message: String) {
     super::set_failure_condition(pm, reason, message);
 }
 
-/// Runs one deletion pass on `pm`. `proxmox` is `None` when no credentials are available; then
-/// only a machine that never got a VMID can finish.
-pub async fn delete(
-    kube: &kube::Client,
-    ipam_version: IpamApiVersion,
-    proxmox: Option<&Client>,
-    pc: Option<&ProxmoxCluster>,
-    settings: &MachineSettings,
+/// Inputs of a deletion pass besides the machine.
+pub struct DeleteInputs<'a> {
+    /// Kubernetes client.
+    pub kube: &'a kube::Client,
+    /// The IPAM API version served.
+    pub ipam_version: IpamApiVersion,
+    /// The view of the machine's Proxmox cluster; `None` when no credentials are available (then
+    /// only a machine that never got a VMID can finish).
+    pub view: Option<&'a Arc<ProxmoxView>>,
+    /// The machine's ProxmoxCluster.
+    pub pc: Option<&'a Arc<ProxmoxCluster>>,
+    /// Timing.
+    pub settings: &'a MachineSettings,
+    /// Watch caches.
+    pub caches: &'a dyn Caches,
+    /// The node-location writer.
+    pub locations: &'a Locations,
+}
+
+/// Records a stop or destroy task and has the view wake the machine when its effect shows.
+fn wait_for(
+    view: &Arc<ProxmoxView>,
     pm: &mut ProxmoxMachine,
-) -> Result<DeleteOutcome, MachineError> {
+    vmid: u32,
+    upid: &Upid,
+    expect: Expect,
+    s: &MachineSettings,
+) -> Next {
+    view.started(upid.as_str(), vmid);
+    pm.status.get_or_insert_with(Default::default).task_ref = Some(upid.to_string());
+    wait_again(view, pm, vmid, &upid.task_type, expect, Duration::ZERO, s)
+}
+
+fn wait_again(
+    view: &Arc<ProxmoxView>,
+    pm: &ProxmoxMachine,
+    vmid: u32,
+    task_type: &str,
+    expect: Expect,
+    age: Duration,
+    s: &MachineSettings,
+) -> Next {
+    let look = view.next_look(task_type, age);
+    view.expect(vmid, ObjectRef::from_obj(pm), expect, task_type, age);
+    Next::After(look * 3 + s.task_poll_max)
+}
+
+/// Whether VM `vmid` on `node` still is this machine's, read fresh: nothing is stopped or
+/// destroyed on the word of a shared list that may be a moment old.
+async fn still_ours(view: &ProxmoxView, name: &str, vmid: u32, node: &str) -> Result<bool, MachineError> {
+    match view.client().vm_config(node, vmid).await {
+        Ok(c) => Ok(!c.template && c.name.as_deref() == Some(name)),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(MachineError::proxmox(format!(
+            "reading config of VM {vmid} on {node}"
+        ))(e)),
+    }
+}
+
+/// Runs one deletion pass on `pm`.
+pub async fn delete(inp: &DeleteInputs<'_>, pm: &mut ProxmoxMachine) -> Result<DeleteOutcome, MachineError> {
+    let settings = inp.settings;
     let name = pm.name_any();
     let vmid = recorded_vmid(pm);
     let st = pm.status.clone().unwrap_or_default();
-    let (task, vm, bootstrap_iso) = match (proxmox, vmid) {
-        (Some(px), Some(id)) => {
-            let task = observe::task_facts(px, st.task_ref.as_deref()).await?;
+    let mut task_type = String::new();
+    let mut task_age = Duration::ZERO;
+    let (task, vm, bootstrap_iso) = match (inp.view, vmid) {
+        (Some(view), Some(id)) => {
+            let fresh = view.freshness(Some(id), settings.observe_interval);
+            let look = observe::task_look(view, st.task_ref.as_deref(), Some(id), fresh, str::to_owned, None)
+                .await?;
+            if let Some(l) = &look {
+                task_type.clone_from(&l.task_type);
+                task_age = l.age;
+            }
+            let task = look.map(|l| l.facts);
             if task == Some(TaskFacts::Succeeded) {
                 pm.status.get_or_insert_with(Default::default).task_ref = None;
             }
-            let vm = observe::vm_presence(px, &name, Some(id), st.proxmox_node.as_deref()).await?;
-            let node = match &vm {
-                VmPresence::Ours(v) => Some(v.node.clone()),
-                _ => st.proxmox_node.clone(),
-            };
-            let iso = match (&vm, node) {
-                (VmPresence::Ours(_), _) | (_, None) => None,
-                (_, Some(node)) => match iso::find(px, &node, id).await {
-                    Ok(found) => found,
-                    // A node the cluster does not have (a `sourceNode` typo) holds no ISO.
-                    Err(_) if observe::node_unknown(px, &node).await => None,
-                    Err(e) => return Err(e),
-                },
+            let (vm, iso) = if task == Some(TaskFacts::Running) {
+                (VmPresence::NotReserved, None)
+            } else {
+                let look = observe::vm_look(view, &name, Some(id), fresh, false).await?;
+                let node = match &look.presence {
+                    VmPresence::Ours(v) => Some(v.node.clone()),
+                    _ => st.proxmox_node.clone(),
+                };
+                let iso = match (&look.presence, node) {
+                    (VmPresence::Ours(_), _) | (_, None) => None,
+                    (_, Some(node)) => {
+                        let (_, snap) = view.snapshot(fresh).await?;
+                        iso::find(view, &snap, &node, id, fresh).await?
+                    }
+                };
+                (look.presence, iso)
             };
             (task, vm, iso)
         }
@@ -139,7 +186,8 @@ pub async fn delete(
         }
         (_, None) => (None, VmPresence::NotReserved, None),
     };
-    let claims = live_claims(kube, ipam_version, pm).await?;
+    let ns = pm.namespace().unwrap_or_default();
+    let claims = inp.caches.claims_of(&ns, &pm.uid().unwrap_or_default());
     let retry_after = st.retry_after.as_ref().and_then(super::until);
     if retry_after.is_none() && st.retry_after.is_some() {
         pm.status.get_or_insert_with(Default::default).retry_after = None;
@@ -159,8 +207,12 @@ pub async fn delete(
     };
     let mut message = String::new();
     let mut finished = false;
-    let next = match (&step, proxmox, vm_facts) {
-        (DeleteStep::PollTask, _, _) => Next::After(settings.task_poll_initial),
+    let next = match (&step, inp.view, vm_facts) {
+        (DeleteStep::PollTask, Some(view), _) => match (vmid, observe::effect_of(&task_type)) {
+            (Some(id), Some(expect)) => wait_again(view, pm, id, &task_type, expect, task_age, settings),
+            _ => Next::After(view.next_look(&task_type, task_age)),
+        },
+        (DeleteStep::PollTask, None, _) => Next::After(settings.task_poll_initial),
         (DeleteStep::ForgetTask { failure }, _, _) => {
             let status = pm.status.get_or_insert_with(Default::default);
             status.task_ref = None;
@@ -194,43 +246,79 @@ pub async fn delete(
                 finished: false,
             });
         }
-        (DeleteStep::WaitForUnlock(lock), _, _) => {
+        (DeleteStep::WaitForUnlock(lock), Some(view), Some(v)) => {
             message = format!("VM is locked ({lock})");
-            Next::After(settings.task_poll_initial)
+            if lock == "clone" {
+                wait_again(
+                    view,
+                    pm,
+                    v.vmid,
+                    "qmclone",
+                    Expect::CloneDone,
+                    Duration::ZERO,
+                    settings,
+                )
+            } else {
+                Next::After(settings.task_poll_max)
+            }
         }
-        (DeleteStep::StopVm, Some(px), Some(v)) => {
+        (DeleteStep::StopVm | DeleteStep::DestroyVm, Some(view), Some(v))
+            if !still_ours(view, &name, v.vmid, &v.node).await? =>
+        {
+            // The shared list was older than a change of the VM: look again with a fresh one.
+            view.wrote(v.vmid);
+            Next::Now
+        }
+        (DeleteStep::StopVm, Some(view), Some(v)) => {
             message = format!("stopping VM {}", v.vmid);
-            match px.stop_vm(&v.node, v.vmid, &StopRequest::default()).await {
-                Ok(upid) => record_task(pm, Some(upid), settings),
+            let result = view
+                .client()
+                .stop_vm(&v.node, v.vmid, &StopRequest::default())
+                .await;
+            view.wrote(v.vmid);
+            match result {
+                Ok(upid) => wait_for(view, pm, v.vmid, &upid, Expect::Stopped, settings),
                 Err(e) if e.is_not_found() => Next::Now,
                 Err(e) => return Err(MachineError::proxmox(format!("stopping VM {}", v.vmid))(e)),
             }
         }
-        (DeleteStep::DestroyVm, Some(px), Some(v)) => {
+        (DeleteStep::DestroyVm, Some(view), Some(v)) => {
             message = format!("destroying VM {}", v.vmid);
             let opts = DeleteVmOptions {
                 purge: Some(true),
                 destroy_unreferenced_disks: Some(true),
             };
-            match px.delete_vm(&v.node, v.vmid, &opts).await {
-                Ok(upid) => record_task(pm, Some(upid), settings),
+            let result = view.client().delete_vm(&v.node, v.vmid, &opts).await;
+            view.wrote(v.vmid);
+            match result {
+                Ok(upid) => wait_for(view, pm, v.vmid, &upid, Expect::Gone, settings),
                 Err(e) if e.is_not_found() => Next::Now,
                 Err(e) => return Err(MachineError::proxmox(format!("destroying VM {}", v.vmid))(e)),
             }
         }
-        (DeleteStep::DeleteIso(loc), Some(px), _) => {
+        (DeleteStep::DeleteIso(loc), Some(view), _) => {
             message = format!("deleting {}", loc.volid);
-            iso::delete(px, loc).await?;
-            Next::Now
+            let id = vmid.unwrap_or_default();
+            match iso::delete(view, id, loc).await? {
+                Some(upid) => {
+                    pm.status.get_or_insert_with(Default::default).task_ref = Some(upid.to_string());
+                    Next::After(view.next_look("imgdel", Duration::ZERO))
+                }
+                None => Next::Now,
+            }
         }
         (DeleteStep::ReleaseIpAddresses, _, _) => {
             message = "releasing IP addresses".to_owned();
-            release_claims(kube, ipam_version, pm, &claims).await?;
+            release_claims(inp.kube, inp.ipam_version, pm, &claims).await?;
             Next::Now
         }
         (DeleteStep::Finish, _, _) => {
-            if let Some(pc) = pc {
-                locations::forget(kube, pc, &name).await?;
+            if let Some(pc) = inp.pc {
+                inp.locations.forget(inp.kube, pc, &name).await?;
+            }
+            if let (Some(view), Some(id)) = (inp.view, vmid) {
+                view.forget_vm(id);
+                view.guests.forget(&ObjectRef::from_obj(&*pm));
             }
             finished = true;
             Next::Now

@@ -1,24 +1,33 @@
 //! `cloud-init status` inside the guest, run through the QEMU guest agent.
 //!
+//! One check is one look: `cloud-init status --wait` is started once (its pid is remembered in
+//! the view) and each later check reads that process's status — one request — until it exits
+//! with cloud-init's result. A guest whose agent does not answer yet costs one request per check.
+//!
 //! Exit codes (cloud-init ≥ 23.4): 0 = done (or still running, shown in the output), 1 = error,
 //! 2 = done with recoverable errors ("degraded"), which we accept with a warning where capmox fails
 //! the machine.
 
 use std::time::{Duration, Instant};
 
+use capmox_api::v1alpha2::{self as api, ProxmoxMachine};
+use kube::ResourceExt;
+
 use super::MachineSettings;
 use super::error::MachineError;
 use super::state::VmFacts;
+use super::steps::{Next, StepEnv, StepResult, status};
+use super::view::ProxmoxView;
+use crate::proxmox::ErrorClass;
 use crate::proxmox::types::{AgentExecRequest, AgentExecStatus};
-use crate::proxmox::{Client, ErrorClass};
 
 /// What `cloud-init status` said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CloudInit {
     /// Still running.
     Running,
-    /// The command did not finish within the poll window.
-    NoAnswerYet,
+    /// The QEMU guest agent does not answer yet.
+    AgentNotReady,
     /// Finished successfully.
     Done,
     /// Finished with recoverable errors (exit code 2); the output.
@@ -32,7 +41,9 @@ pub fn interpret(status: &AgentExecStatus) -> CloudInit {
     let out = status.out_data.clone().unwrap_or_default();
     let text = || {
         let err = status.err_data.clone().unwrap_or_default();
-        format!("{} {}", out.trim(), err.trim()).trim().to_owned()
+        format!("{} {}", out.trim().trim_start_matches('.').trim(), err.trim())
+            .trim()
+            .to_owned()
     };
     match status.exitcode.unwrap_or(0) {
         0 if out.contains("running") => CloudInit::Running,
@@ -42,17 +53,52 @@ pub fn interpret(status: &AgentExecStatus) -> CloudInit {
     }
 }
 
-/// Runs `cloud-init status` and waits up to `settings.exec_poll_window` for its answer.
+/// The delays before reading a just-started process's status within `window`.
+fn reads(window: Duration) -> [Duration; 2] {
+    [window / 20, window]
+}
+
+/// Reads the status of the `cloud-init status --wait` process `pid` (`None`: it has not exited).
+async fn read(view: &ProxmoxView, vm: &VmFacts, pid: u64) -> Result<Option<CloudInit>, MachineError> {
+    match view.client().agent_exec_status(&vm.node, vm.vmid, pid).await {
+        Ok(s) if s.exited => {
+            view.guests.set_pid(vm.vmid, None);
+            Ok(Some(interpret(&s)))
+        }
+        Ok(_) => Ok(None),
+        Err(e) if e.class() == ErrorClass::AgentNotReady => {
+            view.guests.set_pid(vm.vmid, None);
+            Ok(Some(CloudInit::AgentNotReady))
+        }
+        // The agent restarted (and forgot the process) or the VM rebooted: start again.
+        Err(e) if e.class() == ErrorClass::Server => {
+            view.guests.set_pid(vm.vmid, None);
+            Ok(Some(CloudInit::Running))
+        }
+        Err(e) => Err(MachineError::proxmox(format!(
+            "reading cloud-init status of VM {}",
+            vm.vmid
+        ))(e)),
+    }
+}
+
+/// Looks at cloud-init once: reads the running `cloud-init status --wait` process, or starts one
+/// and reads it right away — and, when the guest is `likely_done`, again within
+/// `settings.exec_poll_window`.
 pub async fn cloud_init_status(
-    proxmox: &Client,
+    view: &ProxmoxView,
     vm: &VmFacts,
     settings: &MachineSettings,
+    likely_done: bool,
 ) -> Result<CloudInit, MachineError> {
-    let mut request = AgentExecRequest::new(&["cloud-init", "status"]);
+    if let Some(pid) = view.guests.pid(vm.vmid) {
+        return Ok(read(view, vm, pid).await?.unwrap_or(CloudInit::Running));
+    }
+    let mut request = AgentExecRequest::new(&["cloud-init", "status", "--wait"]);
     request.input_data = Some(String::new());
-    let pid = match proxmox.agent_exec(&vm.node, vm.vmid, &request).await {
+    let pid = match view.client().agent_exec(&vm.node, vm.vmid, &request).await {
         Ok(pid) => pid,
-        Err(e) if e.class() == ErrorClass::AgentNotReady => return Ok(CloudInit::NoAnswerYet),
+        Err(e) if e.class() == ErrorClass::AgentNotReady => return Ok(CloudInit::AgentNotReady),
         Err(e) => {
             return Err(MachineError::proxmox(format!(
                 "running cloud-init status in VM {}",
@@ -60,24 +106,136 @@ pub async fn cloud_init_status(
             ))(e));
         }
     };
+    view.guests.set_pid(vm.vmid, Some(pid));
     let started = Instant::now();
-    loop {
-        let status =
-            proxmox
-                .agent_exec_status(&vm.node, vm.vmid, pid)
-                .await
-                .map_err(MachineError::proxmox(format!(
-                    "reading cloud-init status of VM {}",
-                    vm.vmid
-                )))?;
-        if status.exited {
-            return Ok(interpret(&status));
+    let reads = reads(settings.exec_poll_window);
+    let reads = if likely_done { &reads[..] } else { &reads[..1] };
+    for at in reads.iter().copied() {
+        tokio::time::sleep(at.saturating_sub(started.elapsed())).await;
+        if let Some(result) = read(view, vm, pid).await? {
+            return Ok(result);
         }
-        if started.elapsed() >= settings.exec_poll_window {
-            return Ok(CloudInit::NoAnswerYet);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    Ok(CloudInit::Running)
+}
+
+/// Waits for the guest: when the next look is due (scouts look every `guest_poll`; the other
+/// machines are woken or look when guests of this cluster were done before) and the timeout
+/// failure once the guest has been up too long.
+fn not_yet(env: &StepEnv<'_>, vm: &VmFacts, booted: Instant, what: &str, timeout: Duration) -> StepResult {
+    let s = env.settings;
+    if vm.uptime_secs > timeout.as_secs() {
+        env.view.guests.forget(&env.machine_ref);
+        return StepResult::failed(
+            api::VM_PROVISION_FAILED_REASON,
+            format!("{what} within {}s of boot", timeout.as_secs()),
+            None,
+        );
+    }
+    let next = env.view.guests.next_check(&env.machine_ref, booted, s.guest_poll);
+    let message = if what.starts_with("cloud-init") {
+        "cloud-init is running"
+    } else {
+        "waiting for the QEMU guest agent"
+    };
+    StepResult::next(Next::After(next)).with_message(message)
+}
+
+/// Checks the guest agent and cloud-init once; when they pass (or are skipped) the machine is
+/// marked provisioned, its `spec.providerID` set and the zone label added.
+pub async fn check(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepResult, MachineError> {
+    let Some(vm) = env.vm else {
+        return Err(MachineError::Invalid("the guest check needs the VM".into()));
+    };
+    let checks = pm.spec.checks.clone().unwrap_or_default();
+    let skip_agent = checks.skip_qemu_guest_agent == Some(true);
+    let skip_cloud_init = skip_agent || checks.skip_cloud_init_status == Some(true);
+    let s = env.settings;
+    let booted = env
+        .booted
+        .unwrap_or_else(|| Instant::now() - Duration::from_secs(vm.uptime_secs));
+    let agent_late = "the QEMU guest agent did not start";
+    let mut warning = None;
+    if !skip_agent && skip_cloud_init {
+        match env.view.client().agent_os_info(&vm.node, vm.vmid).await {
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.class(),
+                    ErrorClass::AgentNotReady | ErrorClass::AgentNotConfigured
+                ) =>
+            {
+                return Ok(not_yet(env, vm, booted, agent_late, s.agent_timeout));
+            }
+            Err(e) => {
+                return Err(MachineError::proxmox(format!(
+                    "querying the guest agent of VM {}",
+                    vm.vmid
+                ))(e));
+            }
+        }
+    }
+    if !skip_cloud_init {
+        let uptime = Duration::from_secs(vm.uptime_secs);
+        if !env.view.guests.should_look(&env.machine_ref, booted, uptime) {
+            return Ok(not_yet(env, vm, booted, agent_late, s.agent_timeout));
+        }
+        let likely_done = env.view.guests.likely_done(uptime);
+        match cloud_init_status(env.view, vm, s, likely_done).await? {
+            CloudInit::AgentNotReady => {
+                return Ok(not_yet(env, vm, booted, agent_late, s.agent_timeout));
+            }
+            CloudInit::Running => {
+                return Ok(not_yet(
+                    env,
+                    vm,
+                    booted,
+                    "cloud-init did not finish",
+                    s.cloud_init_timeout,
+                ));
+            }
+            CloudInit::Failed(out) => {
+                env.view.guests.forget(&env.machine_ref);
+                return Ok(StepResult::failed(
+                    api::VM_PROVISION_FAILED_REASON,
+                    format!("cloud-init failed execution: {out}"),
+                    None,
+                ));
+            }
+            CloudInit::Degraded(out) => {
+                warning = Some((
+                    "CloudInitDegraded".to_owned(),
+                    format!("cloud-init finished degraded: {out}"),
+                ));
+            }
+            CloudInit::Done => {}
+        }
+        // Guests of this cluster that booted no later are probably done too.
+        for m in env.view.guests.done(&env.machine_ref, booted, s.guest_poll) {
+            env.view.wake(m);
+        }
+    }
+    env.view.guests.forget(&env.machine_ref);
+    if let Some(uuid) = env
+        .view
+        .config(&vm.node, vm.vmid)
+        .await?
+        .and_then(|c| c.smbios_uuid.clone())
+        .filter(|u| !u.is_empty())
+    {
+        pm.spec.provider_id = Some(format!("{}{uuid}", capmox_api::consts::PROVIDER_ID_PREFIX));
+    }
+    let st = status(pm);
+    st.initialization = Some(api::InitializationStatus {
+        provisioned: Some(true),
+    });
+    st.vm_status = Some("ready".to_owned());
+    let zone = pm.spec.network.zone_or_default().to_owned();
+    pm.labels_mut()
+        .insert(capmox_api::consts::PROXMOX_ZONE_LABEL.to_owned(), zone);
+    let mut r = StepResult::next(Next::Now);
+    r.warning = warning;
+    Ok(r)
 }
 
 #[cfg(test)]
@@ -92,13 +250,18 @@ mod tests {
     fn exit_codes_and_output() {
         assert_eq!(interpret(&status(0, "status: running\n")), CloudInit::Running);
         assert_eq!(interpret(&status(0, "status: done\n")), CloudInit::Done);
+        assert_eq!(interpret(&status(0, "...\nstatus: done\n")), CloudInit::Done);
         assert_eq!(
             interpret(&status(2, "status: degraded done\n")),
             CloudInit::Degraded("status: degraded done".into())
         );
         assert_eq!(
-            interpret(&status(1, "status: error\n")),
+            interpret(&status(1, ".\nstatus: error\n")),
             CloudInit::Failed("status: error".into())
+        );
+        assert_eq!(
+            reads(Duration::from_secs(2)),
+            [Duration::from_millis(100), Duration::from_secs(2)]
         );
     }
 }

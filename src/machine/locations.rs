@@ -1,16 +1,21 @@
 //! The ProxmoxCluster's `status.nodeLocations`: which machine lives on which Proxmox node (the
-//! scheduler's round-robin input). Several machine reconciles update the list at once, so every
-//! change is a read-modify-replace guarded by `resourceVersion`, retried on conflicts.
+//! scheduler's round-robin input). The machine controller is the only writer of this field, so
+//! its updates are serialised in-process ([`Locations`], one lock per ProxmoxCluster) and written
+//! as a merge patch of the field alone, starting from the freshest copy known (the watch cache or
+//! this controller's own last write, whichever is newer): no read before the write, no conflict
+//! retries, and a reservation schedules from locations that include every earlier one.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use capmox_api::v1alpha2::{NodeLocation, NodeLocations, ProxmoxCluster};
 use k8s_openapi::api::core::v1::LocalObjectReference;
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
 
 use super::error::MachineError;
-
-/// Attempts before a conflicting update is reported as an error.
-const ATTEMPTS: usize = 8;
+use super::latest::Latest;
 
 fn remove(locations: &mut NodeLocations, machine: &str) {
     for list in [&mut locations.control_plane, &mut locations.workers] {
@@ -23,56 +28,6 @@ fn remove(locations: &mut NodeLocations, machine: &str) {
     }
 }
 
-/// Writes `pc`'s status guarded by its `resourceVersion`; `false` on a conflict (it changed meanwhile).
-async fn replace(api: &Api<ProxmoxCluster>, pc: &ProxmoxCluster) -> Result<bool, MachineError> {
-    match api
-        .replace_status(&pc.name_any(), &PostParams::default(), pc)
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-        Err(e) => Err(MachineError::kube(format!(
-            "updating node locations of ProxmoxCluster {}/{}",
-            pc.namespace().unwrap_or_default(),
-            pc.name_any()
-        ))(e)),
-    }
-}
-
-/// Applies `change` to the current node locations; `false` from `change` means nothing changed.
-async fn update(
-    kube: &kube::Client,
-    pc: &ProxmoxCluster,
-    mut change: impl FnMut(&mut NodeLocations) -> bool,
-) -> Result<(), MachineError> {
-    let ns = pc.namespace().unwrap_or_default();
-    let name = pc.name_any();
-    let api: Api<ProxmoxCluster> = Api::namespaced(kube.clone(), &ns);
-    for _ in 0..ATTEMPTS {
-        let Some(mut current) = api
-            .get_opt(&name)
-            .await
-            .map_err(MachineError::kube(format!("getting ProxmoxCluster {ns}/{name}")))?
-        else {
-            return Ok(());
-        };
-        let status = current.status.get_or_insert_with(Default::default);
-        let locations = status.node_locations.get_or_insert_with(Default::default);
-        if !change(locations) {
-            return Ok(());
-        }
-        if locations.control_plane.is_none() && locations.workers.is_none() {
-            status.node_locations = None;
-        }
-        if replace(&api, &current).await? {
-            return Ok(());
-        }
-    }
-    Err(MachineError::Invalid(format!(
-        "node locations of ProxmoxCluster {ns}/{name} kept changing; retrying"
-    )))
-}
-
 /// The control-plane or the worker list.
 fn list_of(locations: &mut NodeLocations, control_plane: bool) -> &mut Option<Vec<NodeLocation>> {
     if control_plane {
@@ -83,7 +38,7 @@ fn list_of(locations: &mut NodeLocations, control_plane: bool) -> &mut Option<Ve
 }
 
 /// Puts `machine` on `node` in `locations` (replacing an older entry); `false` when it is there already.
-fn place(
+pub fn place(
     locations: &mut NodeLocations,
     machine: &str,
     node: &str,
@@ -110,56 +65,118 @@ fn place(
     true
 }
 
-/// Records that `machine` lives on `node` (replacing an older entry).
-pub async fn record(
-    kube: &kube::Client,
-    pc: &ProxmoxCluster,
-    machine: &str,
-    node: &str,
-    zone: Option<String>,
-    control_plane: bool,
-) -> Result<(), MachineError> {
-    update(kube, pc, |locations| {
-        place(locations, machine, node, zone.as_ref(), control_plane)
-    })
-    .await
-}
-
-/// Records that `machine` lives on `node` only if the ProxmoxCluster is still exactly `pc` (same
-/// `resourceVersion`), i.e. the node locations the scheduler chose `node` from are still current.
-/// `false` when another machine was placed meanwhile: the caller schedules again with fresh data,
-/// so concurrent reservations cannot all pick the same node.
-pub async fn record_if_unchanged(
-    kube: &kube::Client,
-    pc: &ProxmoxCluster,
-    machine: &str,
-    node: &str,
-    zone: Option<String>,
-    control_plane: bool,
-) -> Result<bool, MachineError> {
-    let mut current = pc.clone();
-    let status = current.status.get_or_insert_with(Default::default);
-    let locations = status.node_locations.get_or_insert_with(Default::default);
-    if !place(locations, machine, node, zone.as_ref(), control_plane) {
-        return Ok(true);
+/// Removes `machine` from `locations`; `false` when it was not there.
+pub fn forget_in(locations: &mut NodeLocations, machine: &str) -> bool {
+    let present = [&locations.control_plane, &locations.workers]
+        .into_iter()
+        .flatten()
+        .any(|l| l.iter().any(|e| e.machine.name == machine));
+    if present {
+        remove(locations, machine);
     }
-    let api: Api<ProxmoxCluster> = Api::namespaced(kube.clone(), &pc.namespace().unwrap_or_default());
-    replace(&api, &current).await
+    present
 }
 
-/// Forgets where `machine` lived.
-pub async fn forget(kube: &kube::Client, pc: &ProxmoxCluster, machine: &str) -> Result<(), MachineError> {
-    update(kube, pc, |locations| {
-        let present = [&locations.control_plane, &locations.workers]
-            .into_iter()
-            .flatten()
-            .any(|l| l.iter().any(|e| e.machine.name == machine));
-        if present {
-            remove(locations, machine);
+/// The node-location writer of one controller.
+#[derive(Default)]
+pub struct Locations {
+    locks: Mutex<HashMap<ObjectRef<ProxmoxCluster>, Arc<tokio::sync::Mutex<()>>>>,
+    /// ProxmoxClusters as this controller last wrote them.
+    pub latest: Latest<ProxmoxCluster>,
+}
+
+impl std::fmt::Debug for Locations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Locations").finish_non_exhaustive()
+    }
+}
+
+impl Locations {
+    fn lock_of(&self, pc: &ObjectRef<ProxmoxCluster>) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(
+            self.locks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .entry(pc.clone())
+                .or_default(),
+        )
+    }
+
+    /// Runs `change` on the freshest node locations of `pc` (serialised with every other change of
+    /// this controller) and writes them when `change` changed them; returns what `change` returned.
+    pub async fn update<T>(
+        &self,
+        kube: &kube::Client,
+        pc: &Arc<ProxmoxCluster>,
+        change: impl FnOnce(&mut NodeLocations) -> T,
+    ) -> Result<T, MachineError> {
+        let key = ObjectRef::from_obj(pc.as_ref());
+        let lock = self.lock_of(&key);
+        let _guard = lock.lock().await;
+        let current = self.latest.pick(Arc::clone(pc));
+        let before = current
+            .status
+            .as_ref()
+            .and_then(|s| s.node_locations.clone())
+            .unwrap_or_default();
+        let mut after = before.clone();
+        let out = change(&mut after);
+        if after == before {
+            return Ok(out);
         }
-        present
-    })
-    .await
+        let value = if after.control_plane.is_none() && after.workers.is_none() {
+            serde_json::Value::Null
+        } else {
+            serde_json::to_value(&after).unwrap_or(serde_json::Value::Null)
+        };
+        let body = serde_json::json!({"status": {"nodeLocations": value}});
+        let ns = pc.namespace().unwrap_or_default();
+        let api: Api<ProxmoxCluster> = Api::namespaced(kube.clone(), &ns);
+        match api
+            .patch_status(&pc.name_any(), &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            Ok(written) => self.latest.record(written),
+            // The ProxmoxCluster is gone: nothing to record.
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                return Err(MachineError::kube(format!(
+                    "updating node locations of ProxmoxCluster {ns}/{}",
+                    pc.name_any()
+                ))(e));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records that `machine` lives on `node` (replacing an older entry).
+    pub async fn record(
+        &self,
+        kube: &kube::Client,
+        pc: &Arc<ProxmoxCluster>,
+        machine: &str,
+        node: &str,
+        zone: Option<String>,
+        control_plane: bool,
+    ) -> Result<(), MachineError> {
+        self.update(kube, pc, |l| {
+            place(l, machine, node, zone.as_ref(), control_plane);
+        })
+        .await
+    }
+
+    /// Forgets where `machine` lived.
+    pub async fn forget(
+        &self,
+        kube: &kube::Client,
+        pc: &Arc<ProxmoxCluster>,
+        machine: &str,
+    ) -> Result<(), MachineError> {
+        self.update(kube, pc, |l| {
+            forget_in(l, machine);
+        })
+        .await
+    }
 }
 
 #[cfg(test)]
@@ -181,5 +198,9 @@ mod tests {
         remove(&mut l, "b");
         assert_eq!(l.control_plane, None);
         assert_eq!(l.workers.as_ref().map(Vec::len), Some(1));
+        assert!(place(&mut l, "d", "pve2", None, true));
+        assert!(!place(&mut l, "d", "pve2", None, true));
+        assert!(forget_in(&mut l, "d"));
+        assert!(!forget_in(&mut l, "d"));
     }
 }

@@ -4,15 +4,19 @@
 //!   and for deletion;
 //! * [`desired`]: what the VM's config should be and how it differs from Proxmox's;
 //! * [`template`], [`scheduling`], [`vmid`]: the pure placement rules applied before the clone;
+//! * [`view`]: what the controller knows about each Proxmox cluster (shared reads, waits, timing);
 //! * [`observe`], [`steps`], [`placement`], [`iso`], [`guest`], [`locations`]: the I/O around them;
+//! * [`caches`], [`latest`]: reads from the watch caches, with this controller's own writes;
 //! * [`reconcile::provision`] and [`delete::delete`]: one pass each, called by the controller.
 
 pub mod boot;
+pub mod caches;
 pub mod delete;
 pub mod desired;
 pub mod error;
 pub mod guest;
 pub mod iso;
+pub mod latest;
 pub mod locations;
 pub mod observe;
 pub mod placement;
@@ -21,6 +25,7 @@ pub mod scheduling;
 pub mod state;
 pub mod steps;
 pub mod template;
+pub mod view;
 pub mod vmid;
 
 use std::time::Duration;
@@ -30,29 +35,38 @@ pub use error::MachineError;
 /// Timing of the machine controller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MachineSettings {
-    /// First delay before polling a Proxmox task or a lock (doubles per poll up to `task_poll_max`).
+    /// ProxmoxMachines reconciled at the same time (`None`: the manager-wide `concurrency`).
+    pub concurrency: Option<u16>,
+    /// Shortest delay before looking at a Proxmox task or a lock again (tasks are looked at when
+    /// their type says they should be done; see [`view::timing`]).
     pub task_poll_initial: Duration,
-    /// Longest delay between polls of one task.
+    /// Longest delay between two looks at one task (and the safety margin of task waits).
     pub task_poll_max: Duration,
+    /// How old a shared `/cluster/resources` list may be for a machine in flight, and the
+    /// shortest time between two reads of it while machines wait for their VMs.
+    pub observe_interval: Duration,
     /// How long a failed step waits before it is retried (`status.retryAfter`).
     pub retry_delay: Duration,
     /// How long after boot the QEMU guest agent may take to answer before the machine fails.
     pub agent_timeout: Duration,
     /// How long after boot cloud-init may run before the machine fails.
     pub cloud_init_timeout: Duration,
-    /// Delay between guest checks.
+    /// Delay between guest checks of the machines that scout their cluster's guests.
     pub guest_poll: Duration,
-    /// How long one pass waits for `cloud-init status` to exit.
+    /// How long one pass waits for a just-started `cloud-init status --wait` to exit.
     pub exec_poll_window: Duration,
-    /// Safety-net requeue while waiting on watched objects.
+    /// Safety-net requeue while waiting on watched objects (and how old a shared list may be
+    /// for a provisioned machine).
     pub resync: Duration,
 }
 
 impl Default for MachineSettings {
     fn default() -> Self {
         Self {
-            task_poll_initial: Duration::from_secs(1),
-            task_poll_max: Duration::from_secs(10),
+            concurrency: None,
+            task_poll_initial: Duration::from_millis(250),
+            task_poll_max: Duration::from_secs(30),
+            observe_interval: Duration::from_secs(1),
             retry_delay: Duration::from_secs(60),
             agent_timeout: Duration::from_secs(10 * 60),
             cloud_init_timeout: Duration::from_secs(30 * 60),

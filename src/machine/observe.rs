@@ -1,15 +1,25 @@
-//! Reads what the state machine decides on: the recorded task, the VM behind the recorded VMID
-//! (found on its recorded node or anywhere in the Proxmox cluster), and the IPAM claims.
+//! Reads what the state machine decides on — the recorded task, the VM behind the recorded VMID,
+//! the IPAM claims — from what the controller already knows where it can: the shared
+//! `/cluster/resources` list of the machine's Proxmox cluster ([`super::view`]) shows whether the
+//! VM exists, where, its name, lock, tags, power state and uptime, and whether a clone, start, stop
+//! or destroy took effect; the VM config is read only while the VM is still being shaped (and
+//! then kept up to date with this controller's writes); a task is asked about only when its
+//! effect does not show; the claims come from the watch caches.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use capmox_api::v1alpha2::{ProxmoxCluster, ProxmoxMachine};
 use kube::ResourceExt;
 
 use super::error::MachineError;
 use super::state::{IpFacts, Power, TaskFacts, VmFacts, VmPresence};
+use super::view::watch::Expect;
+use super::view::{Freshness, ProxmoxView, Snapshot};
 use crate::bootstrap::{CLOUD_INIT_TAG, iso_file_name};
 use crate::ipam;
-use crate::proxmox::types::VmConfig;
-use crate::proxmox::{Client, Upid};
+use crate::proxmox::Upid;
+use crate::proxmox::types::{ClusterResource, VmConfig};
 
 /// Smallest VMID Proxmox hands out; lower recorded values (capmox writes `-1`) mean "none".
 const MIN_VMID: i64 = 100;
@@ -22,47 +32,161 @@ pub fn recorded_vmid(pm: &ProxmoxMachine) -> Option<u32> {
         .and_then(|v| u32::try_from(v).ok())
 }
 
-/// Looks up `status.taskRef`. A malformed or unknown UPID reads as [`TaskFacts::Unknown`].
-pub async fn task_facts(proxmox: &Client, task_ref: Option<&str>) -> Result<Option<TaskFacts>, MachineError> {
+/// The VM state that shows a task of this type is over (`None`: only the task can tell).
+pub fn effect_of(task_type: &str) -> Option<Expect> {
+    match task_type {
+        "qmclone" => Some(Expect::CloneDone),
+        "qmstart" | "qmresume" => Some(Expect::Running),
+        "qmstop" | "qmshutdown" => Some(Expect::Stopped),
+        "qmdestroy" => Some(Expect::Gone),
+        _ => None,
+    }
+}
+
+/// What a pass knows about the recorded task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskLook {
+    /// The outcome.
+    pub facts: TaskFacts,
+    /// The task's type (`qmclone`, …).
+    pub task_type: String,
+    /// How long it has run.
+    pub age: Duration,
+}
+
+/// Looks up `status.taskRef`: first by its effect (in the shared snapshot, or `effect_seen` for
+/// ISO imports and deletions, which the caller checks in the storage listing), else by asking
+/// Proxmox for the task. A malformed or unknown UPID reads as [`TaskFacts::Unknown`]. Learns the
+/// duration of finished tasks under `timing_key` (the task type unless the caller knows better).
+pub async fn task_look(
+    view: &ProxmoxView,
+    task_ref: Option<&str>,
+    vmid: Option<u32>,
+    fresh: Freshness,
+    timing_key: impl Fn(&str) -> String,
+    effect_seen: Option<bool>,
+) -> Result<Option<TaskLook>, MachineError> {
     let Some(raw) = task_ref.filter(|t| !t.is_empty()) else {
         return Ok(None);
     };
     let Ok(upid) = Upid::parse(raw) else {
-        return Ok(Some(TaskFacts::Unknown));
+        return Ok(Some(TaskLook {
+            facts: TaskFacts::Unknown,
+            task_type: String::new(),
+            age: Duration::ZERO,
+        }));
     };
-    match proxmox.task_status(&upid).await {
-        Ok(s) if !s.is_finished() => Ok(Some(TaskFacts::Running)),
-        Ok(s) if s.is_success() => Ok(Some(TaskFacts::Succeeded)),
+    let age = view.task_age(raw, upid.starttime);
+    let key = timing_key(&upid.task_type);
+    let look = |facts| TaskLook {
+        facts,
+        task_type: upid.task_type.clone(),
+        age,
+    };
+    let mut seen = effect_seen.unwrap_or(false);
+    if !seen && let (Some(expect), Some(vmid)) = (effect_of(&upid.task_type), vmid) {
+        let (_, snap) = view.snapshot(fresh.after(view.last_write(vmid))).await?;
+        seen = expect.met(snap.vm(vmid));
+    }
+    // A task whose effect can be seen and does not show yet, while it is not overdue, still
+    // runs: its status is asked for only when it is overdue (to notice a failure).
+    let visible = effect_seen.is_some() || effect_of(&upid.task_type).is_some();
+    let overdue = (view.timing.estimate(&key) * 2).min(view.settings().look_max);
+    if !seen && visible && age < overdue {
+        return Ok(Some(look(TaskFacts::Running)));
+    }
+    // A start is confirmed by its task even when the VM runs: Proxmox may report a failed start
+    // of a VM that runs anyway, which is worth a warning (capmox keeps going in that case too).
+    let confirm = matches!(upid.task_type.as_str(), "qmstart" | "qmresume");
+    if seen && !confirm {
+        let took = view.finished(raw).unwrap_or(age);
+        view.task_done(&key, took);
+        return Ok(Some(look(TaskFacts::Succeeded)));
+    }
+    let facts = match view.client().task_status(&upid).await {
+        Ok(s) if !s.is_finished() && seen => {
+            let took = view.finished(raw).unwrap_or(age);
+            view.task_done(&key, took);
+            TaskFacts::Succeeded
+        }
+        Ok(s) if !s.is_finished() => TaskFacts::Running,
+        Ok(s) if s.is_success() => {
+            let took = view.finished(raw).unwrap_or(age);
+            view.task_done(&key, took);
+            TaskFacts::Succeeded
+        }
+        // A deletion that found the file gone (an interrupted earlier pass deleted it) did its job.
+        Ok(s)
+            if upid.task_type == "imgdel"
+                && crate::proxmox::error::classify_task_exitstatus(
+                    s.exitstatus.as_deref().unwrap_or_default(),
+                ) == Some(crate::proxmox::ErrorClass::NotFound) =>
+        {
+            view.finished(raw);
+            TaskFacts::Succeeded
+        }
         Ok(s) => {
+            view.finished(raw);
             let mut exitstatus = s.exitstatus.clone().unwrap_or_else(|| "unknown error".to_owned());
             // A failed start names its cause only in the task log (an unknown bridge, ...).
-            if let Some(detail) = proxmox.task_failure_detail(&upid, &exitstatus).await {
+            if let Some(detail) = view.client().task_failure_detail(&upid, &exitstatus).await {
                 exitstatus = format!("{exitstatus} ({detail})");
             }
-            Ok(Some(TaskFacts::Failed {
+            TaskFacts::Failed {
                 kind: upid.task_type.clone(),
                 exitstatus,
-            }))
+            }
         }
-        Err(e) if e.is_not_found() => Ok(Some(TaskFacts::Unknown)),
-        Err(e) => Err(MachineError::proxmox(format!("reading task {raw}"))(e)),
+        Err(e) if e.is_not_found() => TaskFacts::Unknown,
+        Err(e) => return Err(MachineError::proxmox(format!("reading task {raw}"))(e)),
+    };
+    if facts != TaskFacts::Running
+        && !seen
+        && let Some(vmid) = vmid
+    {
+        // The task ended after the shared list was read: later looks need a newer one (not
+        // when that list already showed the task's effect).
+        view.wrote(vmid);
+    }
+    Ok(Some(look(facts)))
+}
+
+fn power_of(status: Option<&str>) -> Option<Power> {
+    match status? {
+        "running" => Some(Power::Running),
+        "paused" | "suspended" => Some(Power::Paused),
+        "stopped" => Some(Power::Stopped),
+        _ => None,
     }
 }
 
-async fn read_vm(proxmox: &Client, node: &str, vmid: u32) -> Result<Option<VmFacts>, MachineError> {
-    let status = match proxmox.vm_status(node, vmid).await {
+/// The config fields `/cluster/resources` shows: name, lock, tags, template.
+fn partial_config(r: &ClusterResource) -> VmConfig {
+    let mut raw = std::collections::BTreeMap::new();
+    let mut put = |k: &str, v: Option<&String>| {
+        if let Some(v) = v {
+            raw.insert(k.to_owned(), serde_json::Value::String(v.clone()));
+        }
+    };
+    put("name", r.name.as_ref());
+    put("lock", r.lock.as_ref());
+    put("tags", r.tags.as_ref());
+    if r.template {
+        raw.insert("template".to_owned(), serde_json::json!(1));
+    }
+    VmConfig::from(raw)
+}
+
+/// Reads the VM on `node` directly (`status/current` + config): for VMs the shared list cannot
+/// describe yet (Proxmox shows a freshly created VM without name and status for a few seconds).
+async fn read_vm(view: &ProxmoxView, node: &str, vmid: u32) -> Result<Option<VmFacts>, MachineError> {
+    let status = match view.client().vm_status(node, vmid).await {
         Ok(s) => s,
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(MachineError::proxmox(format!("reading VM {vmid} on {node}"))(e)),
     };
-    let config = match proxmox.vm_config(node, vmid).await {
-        Ok(c) => c,
-        Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => {
-            return Err(MachineError::proxmox(format!(
-                "reading config of VM {vmid} on {node}"
-            ))(e));
-        }
+    let Some(config) = view.config(node, vmid).await? else {
+        return Ok(None);
     };
     let power = if status.is_paused() {
         Power::Paused
@@ -81,7 +205,7 @@ async fn read_vm(proxmox: &Client, node: &str, vmid: u32) -> Result<Option<VmFac
             status.uptime.unwrap_or(0)
         },
         ha_managed: status.ha.managed,
-        config,
+        config: (*config).clone(),
     }))
 }
 
@@ -99,50 +223,111 @@ fn classify(name: &str, vm: VmFacts) -> VmPresence {
     }
 }
 
-/// Whether `node` is certainly not a node of the Proxmox cluster (`false` when the node list
-/// cannot be read).
-pub async fn node_unknown(proxmox: &Client, node: &str) -> bool {
-    proxmox
-        .nodes()
-        .await
-        .is_ok_and(|nodes| !nodes.iter().any(|n| n.node == node))
+/// What the pass knows about the machine's VM, and the list it came from.
+#[derive(Debug, Clone)]
+pub struct VmLook {
+    /// The VM.
+    pub presence: VmPresence,
+    /// When the VM booted (running VMs only).
+    pub booted: Option<Instant>,
 }
 
-/// The VM behind the recorded VMID: looked up on `node_hint` first, then located through
-/// `GET /cluster/resources` (the VM may have been migrated).
-pub async fn vm_presence(
-    proxmox: &Client,
+/// The VM behind the recorded VMID, from the shared list (`fresh`); with its full config when
+/// `need_config` (else the fields the list shows: name, lock, tags).
+pub async fn vm_look(
+    view: &ProxmoxView,
     name: &str,
     vmid: Option<u32>,
-    node_hint: Option<&str>,
-) -> Result<VmPresence, MachineError> {
+    fresh: Freshness,
+    need_config: bool,
+) -> Result<VmLook, MachineError> {
     let Some(vmid) = vmid else {
-        return Ok(VmPresence::NotReserved);
+        return Ok(VmLook {
+            presence: VmPresence::NotReserved,
+            booted: None,
+        });
     };
-    if let Some(node) = node_hint.filter(|n| !n.is_empty()) {
-        match read_vm(proxmox, node, vmid).await {
-            Ok(Some(vm)) => return Ok(classify(name, vm)),
-            Ok(None) => {}
-            // A node the Proxmox cluster does not have (a typo in `sourceNode`: PVE answers 500
-            // `hostname lookup '<node>' failed`) holds no VM: look elsewhere, or deletion never ends.
-            // Any other failure (the node is down, a network error) is not evidence of absence.
-            Err(e) => {
-                if !node_unknown(proxmox, node).await {
-                    return Err(e);
-                }
+    let (at, snap) = view.snapshot(fresh.after(view.last_write(vmid))).await?;
+    look_in(view, &snap, at, name, vmid, need_config).await
+}
+
+async fn look_in(
+    view: &ProxmoxView,
+    snap: &Arc<Snapshot>,
+    at: Instant,
+    name: &str,
+    vmid: u32,
+    need_config: bool,
+) -> Result<VmLook, MachineError> {
+    let none = |presence| VmLook {
+        presence,
+        booted: None,
+    };
+    let Some(r) = snap.vm(vmid) else {
+        return Ok(none(VmPresence::Missing));
+    };
+    let Some(node) = r.node.clone() else {
+        return Ok(none(VmPresence::Missing));
+    };
+    let power = power_of(r.status.as_deref());
+    let clone_running = r.lock.as_deref() == Some("clone");
+    let Some(power) = power.filter(|_| r.name.is_some() && !clone_running) else {
+        if clone_running {
+            // Classified again by name once the clone is done.
+            return Ok(none(VmPresence::Ours(Box::new(VmFacts {
+                vmid,
+                node,
+                power: Power::Stopped,
+                uptime_secs: 0,
+                ha_managed: r.hastate.is_some(),
+                config: partial_config(&ClusterResource {
+                    name: None,
+                    ..r.clone()
+                }),
+            }))));
+        }
+        // Too fresh for the list: read the VM itself.
+        let vm = read_vm(view, &node, vmid).await?;
+        let booted = vm
+            .as_ref()
+            .filter(|v| v.power != Power::Stopped)
+            .map(|v| Instant::now() - Duration::from_secs(v.uptime_secs));
+        return Ok(VmLook {
+            presence: vm.map_or(VmPresence::Missing, |v| classify(name, v)),
+            booted,
+        });
+    };
+    let snapshot_age = at.elapsed();
+    let uptime = match power {
+        Power::Stopped => Duration::ZERO,
+        _ => Duration::from_secs(r.uptime.unwrap_or(0)) + snapshot_age,
+    };
+    let partial = partial_config(r);
+    let ours = !partial.template && partial.name.as_deref() == Some(name);
+    let config = if ours && need_config {
+        match view.config(&node, vmid).await? {
+            Some(c) => (*c).clone(),
+            None => {
+                return Err(MachineError::Invalid(format!(
+                    "VM {vmid} left node {node} while it was read; looking again"
+                )));
             }
         }
-    }
-    let located = proxmox
-        .locate_vm(vmid)
-        .await
-        .map_err(MachineError::proxmox(format!("locating VM {vmid}")))?;
-    match located {
-        Some(node) if Some(node.as_str()) != node_hint => Ok(read_vm(proxmox, &node, vmid)
-            .await?
-            .map_or(VmPresence::Missing, |vm| classify(name, vm))),
-        _ => Ok(VmPresence::Missing),
-    }
+    } else {
+        partial
+    };
+    let vm = VmFacts {
+        vmid,
+        node,
+        power,
+        uptime_secs: uptime.as_secs(),
+        ha_managed: r.hastate.is_some(),
+        config,
+    };
+    Ok(VmLook {
+        presence: classify(name, vm),
+        booted: (power != Power::Stopped).then(|| Instant::now() - uptime),
+    })
 }
 
 /// Whether the VM has our bootstrap ISO attached or still carries the tag that says one may exist.
@@ -152,16 +337,22 @@ pub fn bootstrap_iso_attached(vmid: u32, config: &VmConfig) -> bool {
         || config.tags.iter().any(|t| t.eq_ignore_ascii_case(CLOUD_INIT_TAG))
 }
 
-/// The state of the machine's IPAM claims, with the resolution it was derived from.
-pub async fn ip_facts(
-    kube: &kube::Client,
+/// The state of the machine's IPAM claims, with the resolution it was derived from (from the
+/// watch caches).
+pub fn ip_facts(
+    cache: &dyn super::caches::Caches,
     version: ipam::IpamApiVersion,
     pm: &ProxmoxMachine,
     pc: &ProxmoxCluster,
 ) -> Result<(IpFacts, ipam::Resolution), MachineError> {
     let ns = pm.namespace().unwrap_or_default();
     let desired = ipam::desired_claims(pm, pc)?;
-    let (claims, addresses) = ipam::load(kube, version, &ns, &desired).await?;
+    let (claims, addresses) = ipam::load_cached(
+        version,
+        &desired,
+        |n| cache.claim(&ns, n),
+        |n| cache.address(&ns, n),
+    );
     let resolution = ipam::resolve(&desired, &claims, &addresses);
     let facts = if !resolution.missing.is_empty() {
         IpFacts::ClaimsMissing
@@ -173,4 +364,32 @@ pub async fn ip_facts(
         IpFacts::Resolved(resolution.resolved.clone())
     };
     Ok((facts, resolution))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn effects_of_task_types() {
+        assert_eq!(effect_of("qmclone"), Some(Expect::CloneDone));
+        assert_eq!(effect_of("qmstart"), Some(Expect::Running));
+        assert_eq!(effect_of("qmdestroy"), Some(Expect::Gone));
+        assert_eq!(effect_of("qmconfig"), None);
+        assert_eq!(effect_of("imgcopy"), None);
+    }
+
+    #[test]
+    fn list_fields_make_a_partial_config() {
+        let r: ClusterResource = serde_json::from_value(serde_json::json!({
+            "type": "qemu", "vmid": 200, "name": "m1", "tags": "a;go-proxmox+cloud-init", "lock": "backup"
+        }))
+        .unwrap();
+        let c = partial_config(&r);
+        assert_eq!(c.name.as_deref(), Some("m1"));
+        assert_eq!(c.lock.as_deref(), Some("backup"));
+        assert!(bootstrap_iso_attached(200, &c));
+        assert_eq!(power_of(Some("running")), Some(Power::Running));
+        assert_eq!(power_of(Some("unknown")), None);
+    }
 }

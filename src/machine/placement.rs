@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use capmox_api::consts::CLUSTER_NAME_LABEL;
 use capmox_api::v1alpha2::{self as api, ProxmoxMachine};
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 
 use super::error::MachineError;
 use super::locations;
@@ -17,7 +16,7 @@ use super::scheduling::{self, NodeInfo, SchedulingRequest};
 use super::steps::{Next, StepEnv, StepResult};
 use super::template::{TemplateRef, TemplateSource};
 use super::vmid::{VmidChoice, plan_vmid};
-use crate::proxmox::types::{ClusterResource, ResourceType};
+use crate::proxmox::types::ClusterResource;
 
 /// How many VMIDs one reservation probes before giving up for this pass.
 const VMID_PROBES: usize = 64;
@@ -41,39 +40,19 @@ pub async fn template(
     };
     let resources = match &source {
         TemplateSource::Fixed(_) => Vec::new(),
-        TemplateSource::Selector { .. } => env
-            .proxmox
-            .cluster_resources(Some(ResourceType::Vm))
-            .await
-            .map_err(MachineError::proxmox("listing VM templates"))?,
+        TemplateSource::Selector { .. } => env.view.snapshot(env.fresh).await?.1.resources.clone(),
     };
     Ok(source.select(&resources).map_err(|e| e.to_string()))
 }
 
-/// VMIDs recorded on the other ProxmoxMachines of the same cluster. Read untyped: a sibling our
-/// types cannot read (see `controllers::decoded`) must not stop this machine, and its VMID still
-/// counts.
-async fn recorded_vmids(env: &StepEnv<'_>, pm: &ProxmoxMachine) -> Result<Vec<i64>, MachineError> {
+/// VMIDs recorded on the other ProxmoxMachines of the same cluster (from the watch cache).
+fn recorded_vmids(env: &StepEnv<'_>, pm: &ProxmoxMachine) -> Vec<i64> {
     let ns = pm.namespace().unwrap_or_default();
     let Some(cluster) = pm.labels().get(CLUSTER_NAME_LABEL) else {
-        return Ok(Vec::new());
+        return Vec::new();
     };
-    let ar = ApiResource::erase::<ProxmoxMachine>(&());
-    let api: Api<DynamicObject> = Api::namespaced_with(env.kube.clone(), &ns, &ar);
-    let lp = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster}"));
-    let list = api.list(&lp).await.map_err(MachineError::kube(format!(
-        "listing ProxmoxMachines of cluster {ns}/{cluster}"
-    )))?;
-    Ok(list
-        .items
-        .iter()
-        .filter(|m| m.uid() != pm.uid())
-        .filter_map(|m| {
-            m.data
-                .pointer("/spec/virtualMachineID")
-                .and_then(serde_json::Value::as_i64)
-        })
-        .collect())
+    env.caches
+        .recorded_vmids(&ns, cluster, pm.metadata.uid.as_deref())
 }
 
 /// How long a VMID handed out by this process stays off-limits to other machines: until then the
@@ -118,30 +97,42 @@ async fn free_vmid(
     pm: &ProxmoxMachine,
     resources: &[ClusterResource],
 ) -> Result<Result<u32, String>, MachineError> {
-    let recorded = recorded_vmids(env, pm).await?;
-    let taken: BTreeSet<u32> = recorded.iter().filter_map(|v| u32::try_from(*v).ok()).collect();
+    let recorded = recorded_vmids(env, pm);
     let vms: Vec<ClusterResource> = resources.iter().filter(|r| r.vmid.is_some()).cloned().collect();
-    let candidates: Box<dyn Iterator<Item = u32> + Send> =
-        match plan_vmid(pm.spec.vm_id_range.as_ref(), recorded, &vms) {
-            Err(e) => return Ok(Err(e.to_string())),
-            Ok(VmidChoice::Candidates(c)) => Box::new(c),
-            Ok(VmidChoice::ProxmoxNext) => {
-                let first = env
-                    .proxmox
-                    .next_id()
-                    .await
-                    .map_err(MachineError::proxmox("asking Proxmox for the next free VMID"))?;
-                Box::new((first..).filter(move |v| !taken.contains(v)))
-            }
-        };
-    let endpoint = env.proxmox.base_url().to_string();
+    let mut taken: BTreeSet<u32> = recorded.iter().filter_map(|v| u32::try_from(*v).ok()).collect();
+    taken.extend(vms.iter().filter_map(|r| r.vmid));
+    let endpoint = env.view.client().base_url().to_string();
     let me = format!("{}/{}", pm.namespace().unwrap_or_default(), pm.name_any());
+    let candidates = match plan_vmid(pm.spec.vm_id_range.as_ref(), recorded, &vms) {
+        Err(e) => return Ok(Err(e.to_string())),
+        Ok(VmidChoice::Candidates(c)) => c,
+        Ok(VmidChoice::ProxmoxNext) => {
+            let first = env
+                .view
+                .client()
+                .next_id()
+                .await
+                .map_err(MachineError::proxmox("asking Proxmox for the next free VMID"))?;
+            // Proxmox's answer is free right now; a VMID after it that is neither listed nor
+            // recorded nor handed out here is free as far as anyone can tell (the clone refuses
+            // a taken one, and the machine then reserves again).
+            let vmid = (first..)
+                .filter(|v| *v == first || !taken.contains(v))
+                .filter(|v| !recently_reserved(&endpoint, *v, &me))
+                .take(VMID_PROBES)
+                .find(|v| reserve_in_process(&endpoint, *v, &me));
+            return Ok(
+                vmid.ok_or_else(|| super::vmid::VmidError::NoFreeVmid { start: 0, end: 0 }.to_string())
+            );
+        }
+    };
     for vmid in candidates
         .filter(|v| !recently_reserved(&endpoint, *v, &me))
         .take(VMID_PROBES)
     {
         let free = env
-            .proxmox
+            .view
+            .client()
             .is_vmid_free(vmid)
             .await
             .map_err(MachineError::proxmox(format!("checking VMID {vmid}")))?;
@@ -154,18 +145,17 @@ async fn free_vmid(
     ))
 }
 
-/// Chooses template, node and VMID and records them on `pm` and in the ProxmoxCluster.
+/// Chooses template, node and VMID and records them on `pm` and in the ProxmoxCluster. The node
+/// is chosen and recorded in one step serialised with every other reservation of the cluster,
+/// so concurrent reservations spread over the nodes.
 pub async fn reserve(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepResult, MachineError> {
-    let resources = env
-        .proxmox
-        .cluster_resources(None)
-        .await
-        .map_err(MachineError::proxmox("listing cluster resources"))?;
+    let (_, snap) = env.view.snapshot(env.fresh).await?;
+    let resources = &snap.resources;
     let source = match TemplateSource::from_spec(&pm.spec) {
         Ok(s) => s,
         Err(e) => return Ok(failed(e.to_string(), env)),
     };
-    let template = match source.select(&resources) {
+    let template = match source.select(resources) {
         Ok(t) => t,
         Err(e) => return Ok(failed(e.to_string(), env)),
     };
@@ -173,57 +163,60 @@ pub async fn reserve(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepR
         pm.spec.allowed_nodes.as_deref(),
         env.pc.spec.allowed_nodes.as_deref(),
     );
-    let scheduled = allowed.is_some();
-    let node = match allowed {
-        None => template.node.clone(),
-        Some(allowed) => {
-            let nodes = NodeInfo::from_cluster_resources(&resources);
-            let guests: Vec<ClusterResource> = resources
-                .iter()
-                .filter(|r| r.resource_type == "qemu" || r.resource_type == "lxc")
-                .cloned()
-                .collect();
-            let locations = env.pc.status.as_ref().and_then(|s| s.node_locations.as_ref());
-            let name = pm.name_any();
-            let request = SchedulingRequest {
-                allowed_nodes: allowed,
-                memory_adjustment: env
-                    .pc
-                    .spec
-                    .scheduler_hints
-                    .as_ref()
-                    .and_then(|h| h.memory_adjustment),
-                requested_memory: scheduling::requested_memory_bytes(pm.spec.memory_mib),
-                nodes: &nodes,
-                guests: &guests,
-                placements: scheduling::placements_for(locations, env.machine.control_plane),
-                machine_name: Some(&name),
-            };
-            match scheduling::schedule(&request) {
-                Ok(p) => p.node,
-                Err(e) => return Ok(failed(e.to_string(), env)),
-            }
-        }
-    };
-    let vmid = match free_vmid(env, pm, &resources).await? {
-        Ok(v) => v,
-        Err(message) => return Ok(failed(message, env)),
-    };
     let (name, zone, cp) = (
         pm.name_any(),
         pm.spec.network.zone.clone(),
         env.machine.control_plane,
     );
-    if scheduled {
-        // The node was chosen from this pass's node locations: record it only if they are still
-        // current, otherwise schedule again (concurrent reservations would pick the same node).
-        if !locations::record_if_unchanged(env.kube, env.pc, &name, &node, zone, cp).await? {
-            return Ok(StepResult::next(Next::Now)
-                .with_message("node locations changed while scheduling; scheduling again"));
+    let node = match allowed {
+        None => {
+            let node = template.node.clone();
+            env.locations
+                .record(env.kube, env.pc, &name, &node, zone, cp)
+                .await?;
+            node
         }
-    } else {
-        locations::record(env.kube, env.pc, &name, &node, zone, cp).await?;
-    }
+        Some(allowed) => {
+            let nodes = NodeInfo::from_cluster_resources(resources);
+            let guests: Vec<ClusterResource> = resources
+                .iter()
+                .filter(|r| r.resource_type == "qemu" || r.resource_type == "lxc")
+                .cloned()
+                .collect();
+            let memory_adjustment = env
+                .pc
+                .spec
+                .scheduler_hints
+                .as_ref()
+                .and_then(|h| h.memory_adjustment);
+            let requested_memory = scheduling::requested_memory_bytes(pm.spec.memory_mib);
+            let scheduled = env
+                .locations
+                .update(env.kube, env.pc, |locations| {
+                    let request = SchedulingRequest {
+                        allowed_nodes: allowed,
+                        memory_adjustment,
+                        requested_memory,
+                        nodes: &nodes,
+                        guests: &guests,
+                        placements: scheduling::placements_for(Some(&*locations), cp),
+                        machine_name: Some(&name),
+                    };
+                    let node = scheduling::schedule(&request).map(|p| p.node)?;
+                    locations::place(locations, &name, &node, zone.as_ref(), cp);
+                    Ok::<_, scheduling::SchedulingError>(node)
+                })
+                .await?;
+            match scheduled {
+                Ok(node) => node,
+                Err(e) => return Ok(failed(e.to_string(), env)),
+            }
+        }
+    };
+    let vmid = match free_vmid(env, pm, resources).await? {
+        Ok(v) => v,
+        Err(message) => return Ok(failed(message, env)),
+    };
     tracing::info!(machine = %name, vmid, node = %node, template = template.vmid, "reserved VMID and node");
     pm.spec.virtual_machine_id = Some(i64::from(vmid));
     let status = pm.status.get_or_insert_with(Default::default);

@@ -1,19 +1,26 @@
 //! One provisioning pass: observe → [`decide`] → execute one step → derive status. The caller (the
-//! controller) persists the working copy of the ProxmoxMachine afterwards.
+//! controller) persists the working copy of the ProxmoxMachine afterwards (and runs the next pass
+//! at once when the step says so).
+
+use std::sync::Arc;
 
 use capmox_api::capi::views::MachineView;
 use capmox_api::v1alpha2::{self as api, ProxmoxCluster, ProxmoxMachine};
 use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
 
 use super::MachineSettings;
+use super::caches::Caches;
 use super::desired::DesiredVm;
 use super::error::MachineError;
-use super::observe::{self, recorded_vmid};
+use super::locations::Locations;
+use super::observe::{self, TaskLook, VmLook, recorded_vmid};
 use super::state::{Facts, IpFacts, Power, Step, TaskFacts, VmPresence, decide};
 use super::steps::{self, Next, StepEnv, StepResult};
+use super::view::{Freshness, ProxmoxView};
+use super::{iso, view::timing};
 use crate::conditions::{self, Desired};
 use crate::ipam;
-use crate::proxmox::Client;
 
 /// What a provisioning pass did.
 #[derive(Debug)]
@@ -32,18 +39,22 @@ pub struct PassOutcome {
 pub struct PassInputs<'a> {
     /// Kubernetes client.
     pub kube: &'a kube::Client,
-    /// Proxmox client of the machine's cluster.
-    pub proxmox: &'a Client,
+    /// What the controller knows about the machine's Proxmox cluster.
+    pub view: &'a Arc<ProxmoxView>,
     /// The owner Machine.
     pub machine: &'a MachineView,
     /// The owner Cluster's infrastructure is provisioned.
     pub cluster_infrastructure_ready: bool,
     /// The machine's ProxmoxCluster.
-    pub pc: &'a ProxmoxCluster,
+    pub pc: &'a Arc<ProxmoxCluster>,
     /// Timing.
     pub settings: &'a MachineSettings,
     /// The IPAM API version the API server serves (discovered once at startup).
     pub ipam_version: ipam::IpamApiVersion,
+    /// Watch caches.
+    pub caches: &'a dyn Caches,
+    /// The node-location writer.
+    pub locations: &'a Locations,
 }
 
 fn remaining_retry(pm: &ProxmoxMachine) -> Option<std::time::Duration> {
@@ -51,10 +62,94 @@ fn remaining_retry(pm: &ProxmoxMachine) -> Option<std::time::Duration> {
     super::until(at)
 }
 
+/// Where the ISO an import or deletion recorded in `task_ref` works on lives: remembered by the
+/// view, else (an import) the storage the machine's ISO goes to.
+async fn iso_task_location(
+    inp: &PassInputs<'_>,
+    pm: &ProxmoxMachine,
+    upid: &crate::proxmox::Upid,
+    vmid: u32,
+    fresh: Freshness,
+) -> Result<Option<(String, String)>, MachineError> {
+    if let Some(at) = inp.view.iso_at(vmid) {
+        return Ok(Some(at));
+    }
+    if upid.task_type != "imgcopy" {
+        return Ok(None);
+    }
+    let (_, snap) = inp.view.snapshot(fresh).await?;
+    Ok(
+        iso::choose_storage(&snap, &upid.node, pm.spec.cloud_init_storage.as_deref())
+            .ok()
+            .map(|s| (upid.node.clone(), s)),
+    )
+}
+
+/// Whether the ISO task recorded in `task_ref` shows its effect in the storage listing (`None`:
+/// not an ISO task), and where its ISO lives.
+async fn iso_task_effect(
+    inp: &PassInputs<'_>,
+    pm: &ProxmoxMachine,
+    task_ref: Option<&str>,
+    fresh: Freshness,
+) -> Result<(Option<bool>, Option<(String, String)>), MachineError> {
+    let (Some(upid), Some(vmid)) = (
+        task_ref.and_then(|t| crate::proxmox::Upid::parse(t).ok()),
+        recorded_vmid(pm),
+    ) else {
+        return Ok((None, None));
+    };
+    if !iso::is_iso_task(&upid.task_type) {
+        return Ok((None, None));
+    }
+    let fresh = fresh.after(inp.view.last_write(vmid));
+    let at = iso_task_location(inp, pm, &upid, vmid, fresh).await?;
+    let seen = match (&at, upid.task_type.as_str()) {
+        (Some((node, storage)), "imgcopy") => iso::present(inp.view, node, storage, vmid, fresh).await?,
+        (Some((node, storage)), _) => !iso::present(inp.view, node, storage, vmid, fresh).await?,
+        (None, _) => {
+            let (_, snap) = inp.view.snapshot(fresh).await?;
+            iso::find(inp.view, &snap, &upid.node, vmid, fresh)
+                .await?
+                .is_none()
+        }
+    };
+    Ok((Some(seen), at))
+}
+
 /// Runs one provisioning pass on `pm` (a working copy that receives every spec/status change).
 pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<PassOutcome, MachineError> {
     let st = pm.status.clone().unwrap_or_default();
-    let task = observe::task_facts(inp.proxmox, st.task_ref.as_deref()).await?;
+    let name = pm.name_any();
+    let machine_ref = ObjectRef::from_obj(&*pm);
+    let vmid = recorded_vmid(pm);
+    let provisioned = st.initialization.as_ref().and_then(|i| i.provisioned) == Some(true);
+    let bootstrap_provided = st.bootstrap_data_provided == Some(true);
+    // Provisioned machines are only looked at by the safety resync: any list of that age will
+    // do. A started VM waiting for its guest changes little: a list a few guest checks old will
+    // do (the guest agent tells when it stopped).
+    let max_age = if provisioned {
+        inp.settings.resync
+    } else if bootstrap_provided && st.task_ref.is_none() {
+        inp.settings.observe_interval.max(inp.settings.guest_poll * 6)
+    } else {
+        inp.settings.observe_interval
+    };
+    let fresh = inp.view.freshness(vmid, max_age);
+    let full_clone = pm.spec.is_full_clone();
+    let key = |t: &str| {
+        if t == "qmclone" {
+            timing::clone_key(full_clone).to_owned()
+        } else {
+            t.to_owned()
+        }
+    };
+    let (effect, iso_at) = iso_task_effect(inp, pm, st.task_ref.as_deref(), fresh).await?;
+    let look: Option<TaskLook> =
+        observe::task_look(inp.view, st.task_ref.as_deref(), vmid, fresh, key, effect).await?;
+    let task = look.as_ref().map(|l| l.facts.clone());
+    // A task that ended counts as a write: what is read from here on must be newer.
+    let fresh = inp.view.freshness(vmid, max_age);
     if task == Some(TaskFacts::Succeeded) {
         pm.status.get_or_insert_with(Default::default).task_ref = None;
     }
@@ -66,13 +161,20 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
     if retry_after.is_none() && st.retry_after.is_some() {
         pm.status.get_or_insert_with(Default::default).retry_after = None;
     }
-    let name = pm.name_any();
-    let vm = observe::vm_presence(inp.proxmox, &name, recorded_vmid(pm), st.proxmox_node.as_deref()).await?;
-    let provisioned = st.initialization.as_ref().and_then(|i| i.provisioned) == Some(true);
+    // While a task runs the decision is to wait for it: the VM is not looked at.
+    let running = task == Some(TaskFacts::Running);
+    let VmLook { presence: vm, booted } = if running {
+        VmLook {
+            presence: VmPresence::NotReserved,
+            booted: None,
+        }
+    } else {
+        observe::vm_look(inp.view, &name, vmid, fresh, !provisioned && !bootstrap_provided).await?
+    };
     let mut resolution = None;
     let ips = match &vm {
         VmPresence::Ours(_) if !provisioned => {
-            let (facts, res) = observe::ip_facts(inp.kube, inp.ipam_version, pm, inp.pc).await?;
+            let (facts, res) = observe::ip_facts(inp.caches, inp.ipam_version, pm, inp.pc)?;
             resolution = Some(res);
             facts
         }
@@ -88,11 +190,9 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
             status.proxmox_node = Some(v.node.clone());
             // The VM moved (e.g. migrated): the scheduler's round-robin input follows it.
             let zone = pm.spec.network.zone.clone();
-            super::locations::record(inp.kube, inp.pc, &name, &v.node, zone, inp.machine.control_plane)
+            inp.locations
+                .record(inp.kube, inp.pc, &name, &v.node, zone, inp.machine.control_plane)
                 .await?;
-        }
-        if let Some(uuid) = v.config.smbios_uuid.as_deref().filter(|u| !u.is_empty()) {
-            pm.spec.provider_id = Some(format!("{}{uuid}", capmox_api::consts::PROVIDER_ID_PREFIX));
         }
     }
     let facts = Facts {
@@ -102,7 +202,7 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
         task: task.clone(),
         retry_after,
         ips: ips.clone(),
-        bootstrap_provided: st.bootstrap_data_provided == Some(true),
+        bootstrap_provided,
         failed_terminally,
         provisioned,
         node_joined: inp.machine.node_ref.is_some(),
@@ -113,15 +213,20 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
     tracing::debug!(machine = %name, ?step, "next step");
     let env = StepEnv {
         kube: inp.kube,
-        proxmox: inp.proxmox,
+        view: inp.view,
+        fresh,
         machine: inp.machine,
+        machine_ref,
         pc: inp.pc,
         settings: inp.settings,
         ipam_version: inp.ipam_version,
         resolution: resolution.as_ref(),
         vm: vm_facts,
+        booted,
+        caches: inp.caches,
+        locations: inp.locations,
     };
-    let (result, error) = match steps::execute(&step, &env, pm).await {
+    let (mut result, error) = match steps::execute(&step, &env, pm).await {
         Ok(r) => (r, None),
         Err(e) => (
             StepResult {
@@ -133,6 +238,18 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
             Some(e),
         ),
     };
+    if step == Step::PollTask
+        && let Some(l) = &look
+    {
+        result.next = steps::wait_for_task(
+            &env,
+            vmid,
+            &l.task_type,
+            &key(&l.task_type),
+            l.age,
+            iso_at.clone(),
+        );
+    }
     // A retried failure records when it may be retried, so the next pass waits instead of
     // repeating it, and a failure without one is recognisably terminal.
     if let Some(delay) = result.failure.as_ref().and_then(|f| f.retry_after) {

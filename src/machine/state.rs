@@ -10,15 +10,16 @@
 //! interrupted clone is adopted by VMID and name, and nothing is re-done once observed done.
 //!
 //! ```text
-//! ReserveVm → CloneVm → (task) → ConfigureVm → ResizeBootDisk → ClaimIpAddresses → TagIpAddresses
-//!   → DeliverBootstrapData → PowerOn → (task) → CheckGuest (→ provisioned) → RemoveBootstrapIso → Idle
+//! ReserveVm → CloneVm → (task) → ConfigureVm → ResizeBootDisk → ClaimIpAddresses
+//!   → DeliverBootstrapData (upload, then one write: ISO + IP tags) → PowerOn → (task)
+//!   → CheckGuest (→ provisioned) → RemoveBootstrapIso → Idle
 //! ```
 
 use std::time::Duration;
 
 use capmox_api::v1alpha2 as reasons;
 
-use super::desired::{DesiredVm, boot_disk_resize, config_changes, missing_tags};
+use super::desired::{DesiredVm, boot_disk_resize, config_changes};
 use crate::ipam::ResolvedAddress;
 use crate::proxmox::types::{ConfigUpdate, VmConfig};
 
@@ -190,9 +191,8 @@ pub enum Step {
     WaitForIpAddresses,
     /// A claim conflicts; the message tells the user what to fix.
     IpConflict(String),
-    /// Add the `ip_net0_<ip>` tags for the default IPv4 addresses.
-    TagIpAddresses(Vec<String>),
-    /// Render the NoCloud ISO, upload it (unless already there) and attach it as ide0.
+    /// Render the NoCloud ISO and upload it (unless already there); once it is there, attach it
+    /// as ide0 and add the `ip_net0_<ip>` tags for the default IPv4 addresses in one write.
     DeliverBootstrapData,
     /// Start the stopped VM.
     PowerOn,
@@ -228,16 +228,30 @@ impl Step {
             Self::ConfigureVm(_) | Self::ResizeBootDisk { .. } => {
                 reasons::WAITING_FOR_DISK_RECONCILIATION_REASON
             }
-            Self::ClaimIpAddresses
-            | Self::WaitForIpAddresses
-            | Self::IpConflict(_)
-            | Self::TagIpAddresses(_) => reasons::WAITING_FOR_STATIC_IP_ALLOCATION_REASON,
+            Self::ClaimIpAddresses | Self::WaitForIpAddresses | Self::IpConflict(_) => {
+                reasons::WAITING_FOR_STATIC_IP_ALLOCATION_REASON
+            }
             Self::DeliverBootstrapData => reasons::WAITING_FOR_BOOTSTRAP_DATA_RECONCILIATION_REASON,
             Self::PowerOn | Self::Resume => reasons::WAITING_FOR_VM_POWER_UP_REASON,
             Self::CheckGuest => reasons::WAITING_FOR_CLOUD_INIT_REASON,
             Self::RemoveBootstrapIso | Self::Idle => reasons::PROVISIONED_REASON,
             Self::Fail(f) => f.reason,
         })
+    }
+
+    /// Whether the status this step changes may be written together with the next step's: it
+    /// records nothing a later Proxmox write depends on surviving a crash (repeating the step is
+    /// harmless; the VMID of a reservation is spec, written at once).
+    pub fn status_can_wait(&self) -> bool {
+        matches!(
+            self,
+            Self::ReserveVm
+                | Self::ForgetTask
+                | Self::ForgetVmid { .. }
+                | Self::DeliverBootstrapData
+                | Self::CheckGuest
+                | Self::RemoveBootstrapIso
+        )
     }
 
     /// Whether this step writes to Proxmox (the controller persists status before and after those).
@@ -247,7 +261,6 @@ impl Step {
             Self::CloneVm
                 | Self::ConfigureVm(_)
                 | Self::ResizeBootDisk { .. }
-                | Self::TagIpAddresses(_)
                 | Self::DeliverBootstrapData
                 | Self::PowerOn
                 | Self::Resume
@@ -337,14 +350,8 @@ pub fn decide(f: &Facts) -> Step {
             IpFacts::NotChecked | IpFacts::ClaimsMissing => return Step::ClaimIpAddresses,
             IpFacts::Pending => return Step::WaitForIpAddresses,
             IpFacts::Conflict(message) => return Step::IpConflict(message.clone()),
-            IpFacts::Resolved(resolved) => {
-                let tags = missing_tags(&crate::ipam::default_ipv4_tags(resolved), &vm.config);
-                if !tags.is_empty() {
-                    return Step::TagIpAddresses(tags);
-                }
-            }
+            IpFacts::Resolved(_) => return Step::DeliverBootstrapData,
         }
-        return Step::DeliverBootstrapData;
     }
     match vm.power {
         Power::Stopped => Step::PowerOn,

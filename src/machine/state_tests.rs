@@ -195,7 +195,8 @@ fn ip_allocation_steps() {
     cfg.tags.clear();
     f.vm = vm(Power::Stopped, cfg);
     f.ips = resolved();
-    assert_eq!(decide(&f), Step::TagIpAddresses(vec!["ip_net0_10.0.0.5".into()]));
+    // The IP tags are written together with the bootstrap ISO.
+    assert_eq!(decide(&f), Step::DeliverBootstrapData);
 }
 
 #[test]

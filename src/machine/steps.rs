@@ -4,25 +4,32 @@
 //! records the task it started in `status.taskRef` before anything else happens.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use capmox_api::capi::views::MachineView;
 use capmox_api::v1alpha2::{self as api, ProxmoxCluster, ProxmoxMachine};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
 
-use super::desired::{merged_tags, tags_without};
+use super::caches::Caches;
+use super::desired::tags_without;
 use super::error::MachineError;
+use super::locations::Locations;
+use super::observe::effect_of;
 use super::placement;
 use super::state::{Failure, Step, VmFacts};
+use super::view::watch::Expect;
+use super::view::{Freshness, ProxmoxView, timing};
 use super::{MachineSettings, iso};
 use crate::bootstrap::{
     self, BootstrapData, BootstrapError, CLOUD_INIT_TAG, ExtraMetadata, MachineBootstrapInput, ResolvedDevice,
 };
 use crate::ipam;
 use crate::proxmox::types::{CloneRequest, ConfigUpdate, ResizeRequest, StartRequest};
-use crate::proxmox::{Client, ErrorClass};
+use crate::proxmox::{ErrorClass, Upid};
 
 /// When the controller should look at the machine again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,12 +96,16 @@ impl StepResult {
 pub struct StepEnv<'a> {
     /// Kubernetes client.
     pub kube: &'a kube::Client,
-    /// Proxmox client of the machine's cluster.
-    pub proxmox: &'a Client,
+    /// What the controller knows about the machine's Proxmox cluster (and its client).
+    pub view: &'a Arc<ProxmoxView>,
+    /// How fresh this pass's shared reads must be.
+    pub fresh: Freshness,
     /// The owner Machine.
     pub machine: &'a MachineView,
+    /// This ProxmoxMachine (to be woken by the view).
+    pub machine_ref: ObjectRef<ProxmoxMachine>,
     /// The machine's ProxmoxCluster.
-    pub pc: &'a ProxmoxCluster,
+    pub pc: &'a Arc<ProxmoxCluster>,
     /// Timeouts and delays.
     pub settings: &'a MachineSettings,
     /// The IPAM API version the API server serves.
@@ -103,6 +114,12 @@ pub struct StepEnv<'a> {
     pub resolution: Option<&'a ipam::Resolution>,
     /// The VM, when it exists.
     pub vm: Option<&'a VmFacts>,
+    /// When the VM booted (running VMs).
+    pub booted: Option<Instant>,
+    /// Watch caches.
+    pub caches: &'a dyn Caches,
+    /// The node-location writer.
+    pub locations: &'a Locations,
 }
 
 impl StepEnv<'_> {
@@ -110,25 +127,63 @@ impl StepEnv<'_> {
         self.vm
             .ok_or_else(|| MachineError::Invalid("the step needs the VM but it was not observed".into()))
     }
+
+    /// The timing key of a task type (clones by kind).
+    pub fn timing_key(&self, pm: &ProxmoxMachine, task_type: &str) -> String {
+        if task_type == "qmclone" {
+            timing::clone_key(pm.spec.is_full_clone()).to_owned()
+        } else {
+            task_type.to_owned()
+        }
+    }
 }
 
-fn status(pm: &mut ProxmoxMachine) -> &mut api::ProxmoxMachineStatus {
+/// The status of `pm`, created when absent.
+pub(super) fn status(pm: &mut ProxmoxMachine) -> &mut api::ProxmoxMachineStatus {
     pm.status.get_or_insert_with(Default::default)
 }
 
-/// Records a started Proxmox task so the next passes poll it instead of repeating the call.
+/// When to look at a task of `task_type` (timing key `key`) that has run for `age` again. A task
+/// whose effect shows in the shared VM list — or, for ISO imports and deletions, in the listing
+/// of `iso` (`(node, storage)`) — also makes the view wake the machine when it does (the
+/// returned delay is then only a safety net).
+pub fn wait_for_task(
+    env: &StepEnv<'_>,
+    vmid: Option<u32>,
+    task_type: &str,
+    key: &str,
+    age: Duration,
+    iso: Option<(String, String)>,
+) -> Next {
+    let s = env.settings;
+    let look = env.view.next_look(key, age);
+    let expect = match (task_type, iso) {
+        ("imgcopy", Some((node, storage))) => Some(Expect::IsoPresent { node, storage }),
+        ("imgdel", Some((node, storage))) => Some(Expect::IsoGone { node, storage }),
+        _ => effect_of(task_type),
+    };
+    match (expect, vmid) {
+        (Some(expect), Some(vmid)) => {
+            env.view.expect(vmid, env.machine_ref.clone(), expect, key, age);
+            Next::After(look * 3 + s.task_poll_max)
+        }
+        _ => Next::After(look),
+    }
+}
+
+/// Records a task this pass started so the next passes wait for it instead of repeating the
+/// call (`iso`: where the ISO an import or deletion works on lives).
 pub fn record_task(
     pm: &mut ProxmoxMachine,
-    upid: Option<crate::proxmox::Upid>,
-    settings: &MachineSettings,
+    env: &StepEnv<'_>,
+    vmid: u32,
+    upid: &Upid,
+    iso: Option<(String, String)>,
 ) -> Next {
-    match upid {
-        Some(upid) => {
-            status(pm).task_ref = Some(upid.to_string());
-            Next::After(settings.task_poll_initial)
-        }
-        None => Next::Now,
-    }
+    env.view.started(upid.as_str(), vmid);
+    status(pm).task_ref = Some(upid.to_string());
+    let key = env.timing_key(pm, &upid.task_type);
+    wait_for_task(env, Some(vmid), &upid.task_type, &key, Duration::ZERO, iso)
 }
 
 /// Runs `step` against Proxmox and Kubernetes, recording its results on `pm`.
@@ -144,15 +199,29 @@ pub async fn execute(
         }
         Step::Idle | Step::StayFailed => StepResult::next(Next::Watch),
         Step::WaitForRetry(left) => StepResult::next(Next::After(*left)),
+        // The pass computes when to look at the task again.
         Step::PollTask => StepResult::next(Next::After(s.task_poll_initial)),
         Step::WaitForUnlock(lock) => {
-            StepResult::next(Next::After(s.task_poll_initial)).with_message(format!("VM is locked ({lock})"))
+            let vm = env.vm()?;
+            let next = if lock == "clone" {
+                let key = env.timing_key(pm, "qmclone");
+                wait_for_task(env, Some(vm.vmid), "qmclone", &key, Duration::ZERO, None)
+            } else {
+                Next::After(s.task_poll_max)
+            };
+            StepResult::next(next).with_message(format!("VM is locked ({lock})"))
         }
         Step::ForgetTask => {
             status(pm).task_ref = None;
             StepResult::next(Next::Now)
         }
-        Step::HandleFailedTask { kind, exitstatus } => failed_task(pm, kind, exitstatus, s),
+        Step::HandleFailedTask { kind, exitstatus } => {
+            if let Some(vmid) = super::observe::recorded_vmid(pm) {
+                // A failed config task may have applied nothing: read the config again.
+                env.view.forget_config(vmid);
+            }
+            failed_task(pm, kind, exitstatus, s)
+        }
         Step::ReserveVm => placement::reserve(env, pm).await?,
         Step::CloneVm => clone(env, pm).await?,
         Step::ForgetVmid { holder } => {
@@ -172,52 +241,53 @@ pub async fn execute(
         Step::ConfigureVm(update) => {
             let vm = env.vm()?;
             let upid = env
-                .proxmox
+                .view
+                .client()
                 .update_vm_config(&vm.node, vm.vmid, update)
                 .await
                 .map_err(MachineError::proxmox(format!("configuring VM {}", vm.vmid)))?;
-            StepResult::next(record_task(pm, upid, s))
+            // The VM is stopped and the task applies exactly this: the cached config follows
+            // (a failed task makes the next pass read it again).
+            env.view.config_updated(vm.vmid, update);
+            StepResult::next(match upid {
+                Some(upid) => record_task(pm, env, vm.vmid, &upid, None),
+                None => Next::Now,
+            })
         }
         Step::ResizeBootDisk { disk, size_gib } => {
             let vm = env.vm()?;
             let upid = env
-                .proxmox
+                .view
+                .client()
                 .resize_disk(&vm.node, vm.vmid, &ResizeRequest::to_gib(disk.clone(), *size_gib))
                 .await
                 .map_err(MachineError::proxmox(format!(
                     "resizing {disk} of VM {}",
                     vm.vmid
                 )))?;
-            StepResult::next(record_task(pm, upid, s))
+            env.view.forget_config(vm.vmid);
+            StepResult::next(match upid {
+                Some(upid) => record_task(pm, env, vm.vmid, &upid, None),
+                None => Next::Now,
+            })
         }
         Step::ClaimIpAddresses => claim_ips(env, pm).await?,
         Step::IpConflict(message) => {
             StepResult::next(Next::After(s.retry_delay)).with_message(message.clone())
         }
-        Step::TagIpAddresses(tags) => {
-            let vm = env.vm()?;
-            let update = ConfigUpdate::new().tags(&merged_tags(&vm.config, tags));
-            let upid = env
-                .proxmox
-                .update_vm_config(&vm.node, vm.vmid, &update)
-                .await
-                .map_err(MachineError::proxmox(format!("tagging VM {}", vm.vmid)))?;
-            StepResult::next(record_task(pm, upid, s))
-        }
         Step::DeliverBootstrapData => deliver_bootstrap(env, pm).await?,
         Step::PowerOn | Step::Resume => {
             let vm = env.vm()?;
+            let client = env.view.client();
             let upid = if *step == Step::Resume {
-                env.proxmox.resume_vm(&vm.node, vm.vmid).await
+                client.resume_vm(&vm.node, vm.vmid).await
             } else {
-                env.proxmox
-                    .start_vm(&vm.node, vm.vmid, &StartRequest::default())
-                    .await
+                client.start_vm(&vm.node, vm.vmid, &StartRequest::default()).await
             }
             .map_err(MachineError::proxmox(format!("starting VM {}", vm.vmid)))?;
-            StepResult::next(record_task(pm, Some(upid), s))
+            StepResult::next(record_task(pm, env, vm.vmid, &upid, None))
         }
-        Step::CheckGuest => check_guest(env, pm).await?,
+        Step::CheckGuest => super::guest::check(env, pm).await?,
         Step::RemoveBootstrapIso => remove_iso(env).await?,
         Step::Fail(f) => {
             if let Some(delay) = f.retry_after {
@@ -283,8 +353,15 @@ async fn clone(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepResult,
     req.pool = spec.pool.clone();
     req.snapname = spec.snap_name.clone();
     req.target = (target != template.node).then(|| target.clone());
-    match env.proxmox.clone_vm(&template.node, template.vmid, &req).await {
-        Ok(upid) => Ok(StepResult::next(record_task(pm, Some(upid), env.settings))),
+    let result = env
+        .view
+        .client()
+        .clone_vm(&template.node, template.vmid, &req)
+        .await;
+    env.view.forget_config(vmid);
+    env.view.wrote(vmid);
+    match result {
+        Ok(upid) => Ok(StepResult::next(record_task(pm, env, vmid, &upid, None))),
         // Someone (or an interrupted earlier pass) created the VMID meanwhile: look again.
         Err(e) if e.class() == ErrorClass::AlreadyExists => Ok(StepResult::next(Next::Now)),
         Err(e) if e.is_retryable() => Err(MachineError::proxmox(format!(
@@ -311,7 +388,7 @@ async fn claim_ips(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRes
             ));
         }
     };
-    let pools = ipam_pools(env.kube, &ns, &desired).await;
+    let pools = ipam_pools(env.caches, &ns, &desired);
     ipam::apply_pool_zones(&mut desired, |p| {
         pools
             .get(&p.name)
@@ -337,25 +414,18 @@ async fn claim_ips(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRes
     )))
 }
 
-type PoolMeta = (BTreeMap<String, String>, BTreeMap<String, String>);
-
-/// Labels and annotations of the InClusterIPPools the claims reference (unreadable pools are skipped).
-async fn ipam_pools(
-    kube: &kube::Client,
+/// Labels and annotations of the InClusterIPPools the claims reference (from the watch cache;
+/// unknown pools are skipped).
+fn ipam_pools(
+    caches: &dyn Caches,
     ns: &str,
     desired: &[ipam::DesiredClaim],
-) -> BTreeMap<String, PoolMeta> {
-    let api: Api<capmox_api::capi::ipam::InClusterIPPool> = Api::namespaced(kube.clone(), ns);
-    let mut out = BTreeMap::new();
-    for d in desired.iter().filter(|d| d.pool.kind == "InClusterIPPool") {
-        if out.contains_key(&d.pool.name) {
-            continue;
-        }
-        if let Ok(Some(p)) = api.get_opt(&d.pool.name).await {
-            out.insert(d.pool.name.clone(), (p.labels().clone(), p.annotations().clone()));
-        }
-    }
-    out
+) -> BTreeMap<String, super::caches::Meta> {
+    desired
+        .iter()
+        .filter(|d| d.pool.kind == "InClusterIPPool")
+        .filter_map(|d| Some((d.pool.name.clone(), caches.pool(ns, &d.pool.name)?)))
+        .collect()
 }
 
 async fn bootstrap_data(env: &StepEnv<'_>, ns: &str) -> Result<Result<BootstrapData, String>, MachineError> {
@@ -433,180 +503,193 @@ fn render_input(
     })
 }
 
-async fn deliver_bootstrap(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepResult, MachineError> {
-    let vm = env.vm()?;
+/// Renders the NoCloud ISO of the machine (reads the bootstrap Secret): `Err` is the failure to
+/// report.
+async fn render_iso(
+    env: &StepEnv<'_>,
+    pm: &ProxmoxMachine,
+    vm: &VmFacts,
+) -> Result<Result<Vec<u8>, StepResult>, MachineError> {
     let retry = Some(env.settings.retry_delay);
     let ns = pm.namespace().unwrap_or_default();
     let bootstrap = match bootstrap_data(env, &ns).await? {
         Ok(b) => b,
-        Err(message) => return Ok(StepResult::failed(api::CLONING_FAILED_REASON, message, retry)),
+        Err(message) => {
+            return Ok(Err(StepResult::failed(
+                api::CLONING_FAILED_REASON,
+                message,
+                retry,
+            )));
+        }
     };
-    let pools = ipam_pools(env.kube, &ns, &ipam::desired_claims(pm, env.pc)?).await;
+    let pools = ipam_pools(env.caches, &ns, &ipam::desired_claims(pm, env.pc)?);
     let mut resolved = env.resolution.map(|r| r.resolved.clone()).unwrap_or_default();
     // Pool annotations carry the default-route metric; a bad annotation is reported, not ignored.
     if let Err(e) = ipam::apply_gateway_metrics(&mut resolved, |p| pools.get(&p.name).map(|(_, a)| a)) {
-        return Ok(StepResult::failed(
+        return Ok(Err(StepResult::failed(
             api::WAITING_FOR_BOOTSTRAP_DATA_RECONCILIATION_REASON,
             e.to_string(),
             retry,
-        ));
+        )));
     }
     let input = match render_input(env, pm, vm, bootstrap, &resolved) {
         Ok(i) => i,
         Err(BootstrapError::MissingMacAddress { device }) => {
-            return Ok(StepResult::next(Next::After(env.settings.task_poll_initial))
-                .with_message(format!("waiting for the MAC address of {device}")));
+            env.view.forget_config(vm.vmid);
+            return Ok(Err(StepResult::next(Next::After(env.settings.task_poll_max))
+                .with_message(format!("waiting for the MAC address of {device}"))));
         }
         Err(e) => {
-            return Ok(StepResult::failed(
+            return Ok(Err(StepResult::failed(
                 api::VM_PROVISION_FAILED_REASON,
                 e.to_string(),
                 retry,
-            ));
+            )));
         }
     };
     let format = match pm.spec.network_config_format_or_default() {
         api::NetworkConfigFormat::Capmox => bootstrap::NetworkConfigFormat::CapmoxV2,
         api::NetworkConfigFormat::V2 => bootstrap::NetworkConfigFormat::NetplanV2Bare,
     };
-    let image = match bootstrap::build_bootstrap_iso(&input, format) {
-        Ok(i) => i,
-        Err(e) => {
+    Ok(bootstrap::build_bootstrap_iso(&input, format)
+        .map_err(|e| StepResult::failed(api::VM_PROVISION_FAILED_REASON, e.to_string(), retry)))
+}
+
+/// The bootstrap data: the ISO is uploaded unless it is on the storage already (an upload is a
+/// task the next passes wait for); once it is there, one config write attaches it, tags the VM
+/// with its default IPv4 addresses and `go-proxmox+cloud-init`, and the data counts as delivered.
+async fn deliver_bootstrap(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepResult, MachineError> {
+    let vm = env.vm()?;
+    let retry = Some(env.settings.retry_delay);
+    let (_, snap) = env.view.snapshot(env.fresh).await?;
+    let storage = match iso::choose_storage(&snap, &vm.node, pm.spec.cloud_init_storage.as_deref()) {
+        Ok(s) => s,
+        Err(message) => {
             return Ok(StepResult::failed(
                 api::VM_PROVISION_FAILED_REASON,
-                e.to_string(),
+                message,
                 retry,
             ));
         }
     };
-    let storage =
-        match iso::choose_storage(env.proxmox, &vm.node, pm.spec.cloud_init_storage.as_deref()).await? {
-            Ok(s) => s,
-            Err(message) => {
-                return Ok(StepResult::failed(
-                    api::VM_PROVISION_FAILED_REASON,
-                    message,
-                    retry,
-                ));
-            }
+    if !iso::present(env.view, &vm.node, &storage, vm.vmid, env.fresh).await? {
+        let image = match render_iso(env, pm, vm).await? {
+            Ok(i) => i,
+            Err(result) => return Ok(result),
         };
-    if let Some(upid) = iso::upload_if_missing(env.proxmox, &vm.node, &storage, vm.vmid, image).await? {
-        return Ok(StepResult::next(record_task(pm, Some(upid), env.settings))
+        let upid = iso::upload(env.view, &vm.node, &storage, vm.vmid, image).await?;
+        let at = Some((vm.node.clone(), storage.clone()));
+        return Ok(StepResult::next(record_task(pm, env, vm.vmid, &upid, at))
             .with_message(format!("uploading {}", iso::volid(&storage, vm.vmid))));
     }
-    iso::attach(env.proxmox, vm, &storage).await?;
+    let ip_tags = env
+        .resolution
+        .map(|r| ipam::default_ipv4_tags(&r.resolved))
+        .unwrap_or_default();
+    let update = iso::attach_update(vm, &storage, &ip_tags);
+    env.view
+        .client()
+        .update_vm_config_sync(&vm.node, vm.vmid, &update)
+        .await
+        .map_err(MachineError::proxmox(format!(
+            "attaching {} to VM {}",
+            iso::volid(&storage, vm.vmid),
+            vm.vmid
+        )))?;
+    env.view.config_updated(vm.vmid, &update);
+    env.view.iso_is_at(vm.vmid, &vm.node, &storage);
     status(pm).bootstrap_data_provided = Some(true);
     Ok(StepResult::next(Next::Now))
 }
 
-async fn check_guest(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepResult, MachineError> {
-    let vm = env.vm()?;
-    let checks = pm.spec.checks.clone().unwrap_or_default();
-    let skip_agent = checks.skip_qemu_guest_agent == Some(true);
-    let skip_cloud_init = skip_agent || checks.skip_cloud_init_status == Some(true);
-    let s = env.settings;
-    let mut warning = None;
-    if !skip_agent {
-        match env.proxmox.agent_os_info(&vm.node, vm.vmid).await {
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.class(),
-                    ErrorClass::AgentNotReady | ErrorClass::AgentNotConfigured
-                ) =>
-            {
-                if vm.uptime_secs > s.agent_timeout.as_secs() {
-                    return Ok(StepResult::failed(
-                        api::VM_PROVISION_FAILED_REASON,
-                        format!(
-                            "the QEMU guest agent did not start within {}s of boot",
-                            s.agent_timeout.as_secs()
-                        ),
-                        None,
-                    ));
-                }
-                return Ok(StepResult::next(Next::After(s.guest_poll))
-                    .with_message("waiting for the QEMU guest agent"));
-            }
-            Err(e) => {
-                return Err(MachineError::proxmox(format!(
-                    "querying the guest agent of VM {}",
-                    vm.vmid
-                ))(e));
-            }
-        }
-    }
-    if !skip_cloud_init {
-        match super::guest::cloud_init_status(env.proxmox, vm, s).await? {
-            super::guest::CloudInit::Running | super::guest::CloudInit::NoAnswerYet => {
-                if vm.uptime_secs > s.cloud_init_timeout.as_secs() {
-                    return Ok(StepResult::failed(
-                        api::VM_PROVISION_FAILED_REASON,
-                        format!(
-                            "cloud-init did not finish within {}s of boot",
-                            s.cloud_init_timeout.as_secs()
-                        ),
-                        None,
-                    ));
-                }
-                return Ok(StepResult::next(Next::After(s.guest_poll)).with_message("cloud-init is running"));
-            }
-            super::guest::CloudInit::Failed(out) => {
-                return Ok(StepResult::failed(
-                    api::VM_PROVISION_FAILED_REASON,
-                    format!("cloud-init failed execution: {out}"),
-                    None,
-                ));
-            }
-            super::guest::CloudInit::Degraded(out) => {
-                warning = Some((
-                    "CloudInitDegraded".to_owned(),
-                    format!("cloud-init finished degraded: {out}"),
-                ));
-            }
-            super::guest::CloudInit::Done => {}
-        }
-    }
-    let st = status(pm);
-    st.initialization = Some(api::InitializationStatus {
-        provisioned: Some(true),
-    });
-    st.vm_status = Some("ready".to_owned());
-    let zone = pm.spec.network.zone_or_default().to_owned();
-    pm.labels_mut()
-        .insert(capmox_api::consts::PROXMOX_ZONE_LABEL.to_owned(), zone);
-    let mut r = StepResult::next(Next::Now);
-    r.warning = warning;
-    Ok(r)
-}
-
+/// The node joined: the bootstrap ISO is deleted first (a task the view wakes the machine for;
+/// it is not recorded in the status: after a crash the ISO is simply deleted again) while the
+/// VM keeps its `go-proxmox+cloud-init` tag, so a crash comes back here; then one config write
+/// detaches it and drops the tag.
 async fn remove_iso(env: &StepEnv<'_>) -> Result<StepResult, MachineError> {
     let vm = env.vm()?;
+    let view = env.view;
+    let config = view.config(&vm.node, vm.vmid).await?.ok_or_else(|| {
+        MachineError::Invalid(format!("VM {} left node {} while it was read", vm.vmid, vm.node))
+    })?;
     let file = bootstrap::iso_file_name(u64::from(vm.vmid));
-    if vm.config.ide0.as_deref().is_some_and(|v| v.contains(&file)) {
-        let update = ConfigUpdate::new().ide0("none,media=cdrom");
-        env.proxmox
+    let attached = config.ide0.as_deref().filter(|v| v.contains(&file));
+    // Where the ISO is: known to the view, named by the attached volume, or looked for on every
+    // ISO storage of the node.
+    let known = view
+        .iso_at(vm.vmid)
+        .filter(|(node, _)| *node == vm.node)
+        .map(|(_, s)| s)
+        .or_else(|| {
+            attached
+                .and_then(|v| v.split_once(':'))
+                .map(|(s, _)| s.to_owned())
+        });
+    // Put or seen there by this process and no deletion started yet: deleted without listing
+    // first (a deletion of a file that is gone answers "not found", which counts as done).
+    let remembered = view.iso_at(vm.vmid).is_some_and(|(node, _)| node == vm.node)
+        && view.iso_deletion_of(vm.vmid).is_none();
+    let found = match known {
+        Some(storage) if remembered => Some(super::state::IsoLocation {
+            node: vm.node.clone(),
+            volid: iso::volid(&storage, vm.vmid),
+            storage,
+        }),
+        Some(storage) if iso::present(view, &vm.node, &storage, vm.vmid, env.fresh).await? => {
+            Some(super::state::IsoLocation {
+                node: vm.node.clone(),
+                volid: iso::volid(&storage, vm.vmid),
+                storage,
+            })
+        }
+        Some(_) => None,
+        None => {
+            let (_, snap) = view.snapshot(env.fresh).await?;
+            iso::find(view, &snap, &vm.node, vm.vmid, env.fresh).await?
+        }
+    };
+    if let Some(found) = found {
+        view.iso_is_at(vm.vmid, &found.node, &found.storage);
+        let at = Some((found.node.clone(), found.storage.clone()));
+        // A deletion of this controller still runs: wait for it instead of deleting again.
+        if let Some(upid) = view.iso_deletion_of(vm.vmid) {
+            let age = Upid::parse(&upid).map_or(Duration::ZERO, |u| view.task_age(&upid, u.starttime));
+            if age < (view.timing.estimate("imgdel") * 3).max(env.settings.task_poll_max) {
+                let next = wait_for_task(env, Some(vm.vmid), "imgdel", "imgdel", age, at);
+                return Ok(StepResult::next(next));
+            }
+        }
+        if let Some(upid) = iso::delete(view, vm.vmid, &found).await? {
+            view.iso_deletion(vm.vmid, Some(upid.as_str()));
+            let next = wait_for_task(env, Some(vm.vmid), "imgdel", "imgdel", Duration::ZERO, at);
+            return Ok(StepResult::next(next));
+        }
+    }
+    if let Some(upid) = view.iso_deletion_of(vm.vmid) {
+        if let Some(took) = view.finished(&upid) {
+            view.task_done("imgdel", took);
+        }
+        view.iso_deletion(vm.vmid, None);
+    }
+    let mut update = ConfigUpdate::new();
+    if attached.is_some() {
+        update = update.ide0("none,media=cdrom");
+    }
+    if config.tags.iter().any(|t| t.eq_ignore_ascii_case(CLOUD_INIT_TAG)) {
+        update = update.tags(&tags_without(&config, CLOUD_INIT_TAG));
+    }
+    if !update.is_empty() {
+        view.client()
             .update_vm_config_sync(&vm.node, vm.vmid, &update)
             .await
             .map_err(MachineError::proxmox(format!(
                 "detaching the bootstrap ISO of VM {}",
                 vm.vmid
             )))?;
+        // The tags show in the shared list: later passes need a list read after this.
+        view.wrote(vm.vmid);
     }
-    if let Some(found) = iso::find(env.proxmox, &vm.node, vm.vmid).await? {
-        iso::delete(env.proxmox, &found).await?;
-    }
-    if vm
-        .config
-        .tags
-        .iter()
-        .any(|t| t.eq_ignore_ascii_case(CLOUD_INIT_TAG))
-    {
-        let update = ConfigUpdate::new().tags(&tags_without(&vm.config, CLOUD_INIT_TAG));
-        env.proxmox
-            .update_vm_config_sync(&vm.node, vm.vmid, &update)
-            .await
-            .map_err(MachineError::proxmox(format!("untagging VM {}", vm.vmid)))?;
-    }
+    // Nothing more is configured on this VM.
+    view.forget_config(vm.vmid);
     Ok(StepResult::next(Next::Now))
 }

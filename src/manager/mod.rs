@@ -289,12 +289,19 @@ impl Manager {
                 ("webhook", Ok(()))
             });
         }
+        // One set of Proxmox clients (and shared resource lists) for the probe and the
+        // controllers: the probe relies on the controllers' list reads when there are any.
+        let proxmox_clients = Arc::new(ProxmoxClients::new(
+            global_proxmox.clone(),
+            metrics.proxmox_observer(),
+        ));
         if let Some(c) = global_proxmox.clone() {
             let h = Arc::clone(&health);
             let stop = servers_stop.waiter();
+            let clients = Arc::clone(&proxmox_clients);
             tokio::spawn(async move {
                 tokio::select! {
-                    () = probe_loop(c, h) => {},
+                    () = probe_loop(c, clients, h) => {},
                     () = stop => {},
                 }
             });
@@ -302,7 +309,8 @@ impl Manager {
 
         tracing::info!(
             namespace = options.settings.namespace.as_deref().unwrap_or("<all>"),
-            concurrency = options.settings.concurrency,
+            proxmoxmachine_concurrency = options.settings.machine_concurrency(),
+            proxmoxcluster_concurrency = options.settings.cluster_concurrency(),
             leader_election = options.leader_election.is_some(),
             global_proxmox = global_proxmox.is_some(),
             feature_gates = ?options.feature_gates.0,
@@ -351,10 +359,7 @@ impl Manager {
                 client: client.clone(),
                 metrics: Arc::clone(&metrics),
                 settings: options.settings.clone(),
-                proxmox: Arc::new(ProxmoxClients::new(
-                    global_proxmox.clone(),
-                    metrics.proxmox_observer(),
-                )),
+                proxmox: Arc::clone(&proxmox_clients),
             });
             let mut tasks = JoinSet::new();
             for (name, fut) in controllers(ctx, &controllers_stop) {

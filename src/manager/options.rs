@@ -41,7 +41,7 @@ impl Default for ManagerOptions {
         Self {
             settings: ControllerSettings {
                 namespace: None,
-                concurrency: 1,
+                concurrency: crate::cli::DEFAULT_CONCURRENCY,
                 ..ControllerSettings::default()
             },
             leader_election: None,
@@ -85,13 +85,17 @@ pub fn options_from_cli(cli: &Cli) -> Result<ManagerOptions, ManagerError> {
     Ok(ManagerOptions {
         settings: ControllerSettings {
             namespace: cli.namespace.clone().filter(|n| !n.is_empty()),
-            concurrency: cli.concurrency,
+            concurrency: cli.concurrency.unwrap_or(crate::cli::DEFAULT_CONCURRENCY),
             machine: crate::machine::MachineSettings {
+                concurrency: Some(cli.machine_concurrency()),
                 agent_timeout: cli.guest_agent_timeout,
                 cloud_init_timeout: cli.cloud_init_timeout,
                 ..crate::machine::MachineSettings::default()
             },
-            ..ControllerSettings::default()
+            cluster: crate::cluster::ClusterSettings {
+                concurrency: Some(cli.cluster_concurrency()),
+                ..crate::cluster::ClusterSettings::default()
+            },
         },
         leader_election,
         health_addr,

@@ -10,6 +10,7 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 
 use super::{CRD_POLL_INTERVAL, ManagerError, PROXMOX_PROBE_INTERVAL};
+use crate::credentials::ProxmoxClients;
 use crate::health::{self, HealthState, ProxmoxProbe};
 use crate::proxmox;
 
@@ -26,18 +27,33 @@ pub(super) async fn bind_opt(
     }
 }
 
-/// Probes the global Proxmox client now and then every [`PROXMOX_PROBE_INTERVAL`].
-pub(super) async fn probe_loop(client: proxmox::Client, health: Arc<HealthState>) {
+/// Probes the global Proxmox client now and then every [`PROXMOX_PROBE_INTERVAL`]. Once the
+/// version is known, a `/cluster/resources` list the controllers read successfully within two
+/// intervals stands for a probe (no request of its own: at rest the machine controller reads
+/// that list once per resync).
+pub(super) async fn probe_loop(
+    client: proxmox::Client,
+    clients: Arc<ProxmoxClients>,
+    health: Arc<HealthState>,
+) {
     let mut interval = tokio::time::interval(PROXMOX_PROBE_INTERVAL);
     let mut last_ok: Option<bool> = None;
+    let mut known: Option<String> = None;
     loop {
         interval.tick().await;
+        if let Some(v) = &known
+            && clients.listed_within(&client, PROXMOX_PROBE_INTERVAL * 2)
+        {
+            health.set_proxmox(ProxmoxProbe::Reachable(v.clone()));
+            continue;
+        }
         match client.version().await {
             Ok(v) => {
                 if last_ok != Some(true) {
                     tracing::info!(version = %v.version, url = %client.base_url(), "global Proxmox API reachable");
                 }
                 last_ok = Some(true);
+                known = Some(v.version.clone());
                 health.set_proxmox(ProxmoxProbe::Reachable(v.version));
             }
             Err(e) => {
@@ -46,6 +62,7 @@ pub(super) async fn probe_loop(client: proxmox::Client, health: Arc<HealthState>
                         "global Proxmox API unreachable; continuing, clusters using it report ProxmoxAvailable=False");
                 }
                 last_ok = Some(false);
+                known = None;
                 health.set_proxmox(ProxmoxProbe::Unreachable(e.to_string()));
             }
         }

@@ -91,7 +91,7 @@ impl ClientConfig {
             tls: TlsVerification::Verify,
             request_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
-            user_agent: concat!("capmox-rs/", env!("CARGO_PKG_VERSION")).to_owned(),
+            user_agent: crate::user_agent::USER_AGENT.to_owned(),
             get_retries: 2,
             retry_base: Duration::from_secs(1),
             task_poll: TaskPollPolicy::default(),

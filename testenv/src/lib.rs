@@ -5,6 +5,7 @@
 //! holding both) or the in-tree API server of this crate, and hands out a [`kube::Client`] and a
 //! kubeconfig file that `kubectl` can use. See the crate README for what the in-tree server implements.
 
+pub mod audit;
 pub mod certs;
 pub mod crds;
 pub mod kubeconfig;
@@ -108,11 +109,44 @@ impl TestEnv {
         Self::start_inner(TestEnvOptions::default(), Some(bins)).await
     }
 
+    /// Starts real `kube-apiserver` and `etcd` binaries with an audit log at `audit_log`, so that
+    /// [`TestEnv::request_counts`] can count requests as with the in-tree server.
+    pub async fn start_real_audited(
+        kube_apiserver: impl AsRef<Path>,
+        etcd: impl AsRef<Path>,
+        audit_log: impl AsRef<Path>,
+    ) -> Result<Self> {
+        let bins = (kube_apiserver.as_ref().to_path_buf(), etcd.as_ref().to_path_buf());
+        let audit = Some(audit_log.as_ref().to_path_buf());
+        Self::start_plane(TestEnvOptions::default(), Some(bins), audit).await
+    }
+
+    /// Requests received so far by `User-Agent`, verb and resource: the in-tree server's counters,
+    /// or the audit log of a real control plane started by [`TestEnv::start_real_audited`]
+    /// (`None` for a real control plane without one).
+    pub fn request_counts(
+        &self,
+    ) -> Option<Result<std::collections::BTreeMap<server::requests::RequestKey, u64>>> {
+        match &self.plane {
+            Plane::InTree(s) => Some(Ok(s.request_counts())),
+            Plane::Real(r) => r.audit_log().map(audit::read_counts),
+        }
+    }
+
     async fn start_inner(opts: TestEnvOptions, binaries: Option<(PathBuf, PathBuf)>) -> Result<Self> {
+        Self::start_plane(opts, binaries, None).await
+    }
+
+    async fn start_plane(
+        opts: TestEnvOptions,
+        binaries: Option<(PathBuf, PathBuf)>,
+        audit_log: Option<PathBuf>,
+    ) -> Result<Self> {
         let dir = tempfile::tempdir().map_err(|e| Error::Io("creating temp dir".into(), e))?;
         let (plane, url, ca, token) = match binaries {
             Some((apiserver, etcd)) => {
-                let p = real::RealControlPlane::start(&apiserver, &etcd).await?;
+                let p =
+                    real::RealControlPlane::start_with_audit(&apiserver, &etcd, audit_log.as_deref()).await?;
                 let (url, ca, token) = (p.url.clone(), p.ca_pem.clone(), p.token().to_string());
                 (Plane::Real(Box::new(p)), url, ca, token)
             }

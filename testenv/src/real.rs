@@ -30,6 +30,7 @@ pub struct RealControlPlane {
     /// CA that signed the serving certificate (PEM).
     pub ca_pem: String,
     token: String,
+    audit_log: Option<PathBuf>,
     etcd: Child,
     apiserver: Child,
     _dir: tempfile::TempDir,
@@ -92,8 +93,24 @@ impl RealControlPlane {
         &self.token
     }
 
+    /// The audit log (JSON lines), when started with one.
+    pub fn audit_log(&self) -> Option<&Path> {
+        self.audit_log.as_deref()
+    }
+
     /// Starts etcd and kube-apiserver and waits until the apiserver is ready.
     pub async fn start(apiserver: &Path, etcd: &Path) -> Result<Self, Error> {
+        Self::start_with_audit(apiserver, etcd, None).await
+    }
+
+    /// Like [`RealControlPlane::start`], with an audit log at `audit_log` when given: every request
+    /// is logged at level `Metadata` (`ResponseComplete`, `ResponseStarted` for watches) as JSON
+    /// lines, which [`crate::audit::read_counts`] turns into request counts.
+    pub async fn start_with_audit(
+        apiserver: &Path,
+        etcd: &Path,
+        audit_log: Option<&Path>,
+    ) -> Result<Self, Error> {
         let dir = tempfile::tempdir().map_err(|e| Error::Io("creating temp dir".into(), e))?;
         let d = dir.path();
         let etcd_data = d.join("etcd");
@@ -142,12 +159,22 @@ impl RealControlPlane {
             format!("--tls-private-key-file={}", c("apiserver.key")),
             format!("--token-auth-file={}", d.join("token-auth.csv").display()),
         ];
+        let mut api_args = api_args;
+        if let Some(log) = audit_log {
+            let policy = d.join("audit-policy.yaml");
+            write(&policy, crate::audit::POLICY)?;
+            api_args.push(format!("--audit-policy-file={}", policy.display()));
+            api_args.push(format!("--audit-log-path={}", log.display()));
+            api_args.push("--audit-log-format=json".to_string());
+            api_args.push("--audit-log-mode=blocking".to_string());
+        }
         let api_child = spawn(apiserver, &api_args, &d.join("kube-apiserver.log"))?;
         let url = format!("https://127.0.0.1:{api_port}");
         let mut plane = Self {
             url,
             ca_pem: certs.ca_pem,
             token,
+            audit_log: audit_log.map(Path::to_path_buf),
             etcd: etcd_child,
             apiserver: api_child,
             _dir: dir,

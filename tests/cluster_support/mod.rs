@@ -47,6 +47,7 @@ fn shared_dir() -> PathBuf {
 /// Fast timings so tests see backoff, resync and deletion waits within seconds.
 pub fn fast_settings() -> ClusterSettings {
     ClusterSettings {
+        concurrency: None,
         resync: Duration::from_millis(700),
         machine_wait: Duration::from_millis(300),
         backoff_base: Duration::from_millis(200),
@@ -74,6 +75,12 @@ impl Harness {
 
     /// Starts everything with the given in-cluster IPAM pool CRD.
     pub async fn start_with_ipam(ipam: IpamPoolCrd) -> Self {
+        if let Ok(filter) = std::env::var("CAPMOX_TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
         Self::start_full(false, false, ipam).await
     }
 

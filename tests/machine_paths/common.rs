@@ -31,16 +31,14 @@ pub(crate) fn fault(endpoint: &str, rate: f64, status: u16, message: &str, laten
     }
 }
 
-/// The guest agent of every VM answers "not running": machines stop at `WaitingForCloudInit`.
+/// The guest agent of every VM answers "not running" (on every agent endpoint the controller
+/// uses): machines stop at `WaitingForCloudInit`.
 pub(crate) fn agent_stalled() -> FaultSpec {
     FaultSpec {
-        endpoints: vec![fault(
-            AGENT_OSINFO,
-            1.0,
-            500,
-            "QEMU guest agent is not running",
-            0,
-        )],
+        endpoints: [AGENT_OSINFO, AGENT_EXEC, AGENT_EXEC_STATUS]
+            .into_iter()
+            .map(|ep| fault(ep, 1.0, 500, "QEMU guest agent is not running", 0))
+            .collect(),
         ..FaultSpec::default()
     }
 }

@@ -437,9 +437,10 @@ async fn errors_outside_steps_are_conditions_and_warning_events() {
         .await;
     h.wait_provisioned("oe-m", 60).await;
     let st = h.sim.state();
-    let status_current = "GET /nodes/{node}/qemu/{vmid}/status/current";
+    // What the deletion reads first: where the VM is and in which state.
+    let resources = "GET /cluster/resources";
     st.set_faults(FaultSpec {
-        endpoints: vec![fault(status_current, 1.0, 500, "injected outage", 0)],
+        endpoints: vec![fault(resources, 1.0, 500, "injected outage", 0)],
         ..FaultSpec::default()
     });
     h.machines()

@@ -31,8 +31,10 @@ pub const CLOUD_CONFIG: &str = "#cloud-config\nruncmd:\n  - echo hello\n";
 /// Fast machine-controller timings for tests.
 pub fn fast_machine_settings() -> MachineSettings {
     MachineSettings {
+        concurrency: None,
         task_poll_initial: Duration::from_millis(50),
         task_poll_max: Duration::from_millis(300),
+        observe_interval: Duration::from_millis(50),
         retry_delay: Duration::from_millis(500),
         agent_timeout: Duration::from_secs(600),
         cloud_init_timeout: Duration::from_secs(600),
@@ -44,6 +46,7 @@ pub fn fast_machine_settings() -> MachineSettings {
 
 fn fast_cluster_settings() -> ClusterSettings {
     ClusterSettings {
+        concurrency: None,
         resync: Duration::from_secs(2),
         machine_wait: Duration::from_millis(300),
         backoff_base: Duration::from_millis(200),
@@ -117,6 +120,13 @@ impl Harness {
         global_credentials: bool,
     ) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
+        // `CAPMOX_TEST_LOG=capmox=debug` shows the controllers' logs of a failing test.
+        if let Ok(filter) = std::env::var("CAPMOX_TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
         let mut opts = TestEnvOptions::default();
         opts.server.garbage_collector = true;
         let env = TestEnv::start_with(opts).await.expect("control plane starts");

@@ -95,7 +95,14 @@ fn cloud_init_status(c: &Cluster, vm: &Vm) -> ExecResult {
         exitcode: code,
         out: out.to_string(),
         err: String::new(),
+        waits_for_cloud_init: false,
     }
+}
+
+/// Whether cloud-init of `vm` is done.
+fn cloud_init_done(c: &Cluster, vm: &Vm) -> bool {
+    vm.started_at
+        .is_some_and(|s| s.elapsed() >= c.latency.cloud_init_done())
 }
 
 /// `POST .../agent/exec`.
@@ -112,21 +119,28 @@ pub fn exec(ctx: &Ctx, p: &Params) -> HandlerResult {
         let result = {
             let vm = c.vm_on(node, vmid).ok_or_else(|| conf_missing(node, vmid))?;
             match command.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+                ["cloud-init", "status", rest @ ..] if rest.contains(&"--wait") => ExecResult {
+                    waits_for_cloud_init: true,
+                    ..cloud_init_status(c, vm)
+                },
                 ["cloud-init", "status", ..] => cloud_init_status(c, vm),
                 ["hostname"] => ExecResult {
                     exitcode: 0,
                     out: format!("{}\n", vm.config.get("name").cloned().unwrap_or_default()),
                     err: String::new(),
+                    waits_for_cloud_init: false,
                 },
                 ["true"] | [] => ExecResult {
                     exitcode: 0,
                     out: String::new(),
                     err: String::new(),
+                    waits_for_cloud_init: false,
                 },
                 [prog, ..] => ExecResult {
                     exitcode: 127,
                     out: String::new(),
                     err: format!("{prog}: command not found\n"),
+                    waits_for_cloud_init: false,
                 },
             }
         };
@@ -147,6 +161,21 @@ pub fn exec_status(ctx: &Ctx, p: &Params) -> HandlerResult {
             .exec
             .get(&pid)
             .ok_or_else(|| ApiError::server("Agent error: Invalid parameter 'pid'"))?;
+        if r.waits_for_cloud_init {
+            if !cloud_init_done(c, vm) {
+                // Still waiting: `cloud-init status --wait` prints a dot now and then.
+                return Ok(Reply::data(json!({"exited": 0, "out-data": "."})));
+            }
+            let done = cloud_init_status(c, vm);
+            let mut v =
+                json!({"exited": 1, "exitcode": done.exitcode, "out-data": format!(".\n{}", done.out)});
+            if !done.err.is_empty()
+                && let Some(obj) = v.as_object_mut()
+            {
+                obj.insert("err-data".into(), json!(done.err));
+            }
+            return Ok(Reply::data(v));
+        }
         let mut v = json!({"exited": 1, "exitcode": r.exitcode});
         if let Some(obj) = v.as_object_mut() {
             if !r.out.is_empty() {

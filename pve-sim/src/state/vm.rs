@@ -45,6 +45,9 @@ pub struct ExecResult {
     pub out: String,
     /// stderr.
     pub err: String,
+    /// `cloud-init status --wait`: the process runs until cloud-init is done, and its result is
+    /// the status at that time.
+    pub waits_for_cloud_init: bool,
 }
 
 /// A VM or template.

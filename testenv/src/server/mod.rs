@@ -18,6 +18,7 @@ mod immutable;
 mod openapi;
 mod patch;
 mod protobuf;
+pub mod requests;
 mod routes;
 pub mod selectors;
 pub mod status;
@@ -86,6 +87,8 @@ pub struct State {
     tokens: authn::Tokens,
     /// Listening address.
     pub addr: SocketAddr,
+    /// Requests received, by User-Agent, verb and resource.
+    pub requests: requests::RequestCounts,
     /// Interval between watch bookmarks.
     pub bookmark_interval: std::time::Duration,
 }
@@ -124,6 +127,11 @@ impl InTreeServer {
     /// Shared state (for in-process inspection).
     pub fn state(&self) -> &Arc<State> {
         &self.state
+    }
+
+    /// Requests received so far, by User-Agent, verb and resource.
+    pub fn request_counts(&self) -> std::collections::BTreeMap<requests::RequestKey, u64> {
+        self.state.requests.snapshot()
     }
 }
 
@@ -175,6 +183,7 @@ pub async fn start(certs: &Certs, token: &str, opts: ServerOptions) -> Result<In
         token: token.to_string(),
         tokens: authn::Tokens::default(),
         addr,
+        requests: requests::RequestCounts::default(),
         bookmark_interval: opts.bookmark_interval,
     });
     crud::bootstrap(&state)?;

@@ -82,6 +82,7 @@ impl ResourceReq {
 
 /// Handles one HTTP request.
 pub async fn handle(st: Arc<State>, req: Request<hyper::body::Incoming>) -> Response<Body> {
+    st.requests.record(&req);
     let warnings = Arc::new(Warnings::default());
     let mut resp = match route(st, req, warnings.clone()).await {
         Ok(r) => r,
