@@ -159,6 +159,12 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
+    /// Whether `other` is this very client (or a clone of it), not merely one with the same
+    /// endpoint and user: a client rebuilt from a rotated credentials Secret is another one.
+    pub fn is_same_client(&self, other: &Client) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Builds a client. Fails on an invalid URL, credentials or CA bundle.
     pub fn new(config: ClientConfig) -> Result<Self, Error> {
         Self::with_observer(config, Arc::new(NoopObserver))

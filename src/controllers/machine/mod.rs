@@ -280,6 +280,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         |_| true,
     );
     let clients = ctx.proxmox.clone();
+    let mc_secrets = Arc::clone(&mc);
 
     let stop = super::shutdown_signal(shutdown);
     let (s1, s2, s3, s4, s5, s6) = (
@@ -310,8 +311,15 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         )
         .watches_stream(secret_stream, move |s| watches::secret_to_pm(&s, &s5))
         .watches_stream(credentials_stream, move |s| {
+            let (ns, name) = (s.namespace().unwrap_or_default(), s.name_any());
+            // A changed Secret may hold rotated credentials: the next pass builds its client anew.
+            mc_secrets
+                .credentials
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&(ns.clone(), name.clone()));
             clients
-                .take_rotation_waiters(&s.namespace().unwrap_or_default(), &s.name_any())
+                .take_rotation_waiters(&ns, &name)
                 .into_iter()
                 .map(|(ns, name)| ObjectRef::<Watched>::new(&name).within(&ns))
                 .collect::<Vec<_>>()

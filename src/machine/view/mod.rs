@@ -538,15 +538,21 @@ impl Views {
     pub fn of(&self, clients: &crate::credentials::ProxmoxClients, client: &Client) -> Arc<ProxmoxView> {
         let key = crate::credentials::client_key(client);
         let mut views = lock(&self.views);
-        let view = views.entry(key).or_insert_with(|| {
-            ProxmoxView::new(
-                client.clone(),
-                clients.resources(client),
-                self.settings,
-                self.wake.clone(),
-            )
-        });
-        Arc::clone(view)
+        // A client rebuilt from a rotated credentials Secret has the same key: the view must
+        // send with the new one (the shared resource list stays, it is the same cluster).
+        if let Some(view) = views.get(&key)
+            && view.client().is_same_client(client)
+        {
+            return Arc::clone(view);
+        }
+        let view = ProxmoxView::new(
+            client.clone(),
+            clients.resources(client),
+            self.settings,
+            self.wake.clone(),
+        );
+        views.insert(key, Arc::clone(&view));
+        view
     }
 }
 
