@@ -14,7 +14,7 @@ RELEASE_VERSION ?= v0.11.0-dev
 IMG ?= ghcr.io/capmox-rs/capmox-rs:$(RELEASE_VERSION)
 OUT ?= out
 
-.PHONY: all build test test-real e2e fuzz demo bench crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
+.PHONY: all build test test-real e2e fuzz demo bench chaos crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
 
 all: build
 
@@ -68,6 +68,13 @@ BENCH_ARGS ?=
 bench:
 	$(CARGO) build --release -q -p capmox --bin capmox -p capmox-bench --bin capmox-bench
 	target/release/capmox-bench $(BENCH_ARGS)
+
+## chaos: soak of 200 machines in 4 waves under 10 % Proxmox faults with 3 SIGKILLs of the manager
+## (CHAOS_ARGS, e.g. CHAOS_ARGS="--machines 50 --kills 5 --seed 9"); make test runs a small one
+CHAOS_ARGS ?=
+chaos:
+	$(CARGO) build --release -q -p capmox --bin capmox -p capmox-bench --bin capmox-chaos
+	target/release/capmox-chaos $(CHAOS_ARGS)
 
 ## crds: regenerate config/crd/bases/ from the Rust API types
 crds:

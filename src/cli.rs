@@ -191,6 +191,11 @@ pub struct Cli {
     #[arg(long, env = "CAPMOX_GUEST_AGENT_TIMEOUT", default_value = "10m", value_parser = parse_duration)]
     pub guest_agent_timeout: Duration,
 
+    /// How long a machine waits before it retries a step whose Proxmox task failed, or a failed
+    /// stop or destroy (`status.retryAfter`; capmox requeues after one minute).
+    #[arg(long, env = "CAPMOX_RETRY_DELAY", default_value = "1m", value_parser = parse_duration)]
+    pub retry_delay: Duration,
+
     /// How long after boot `cloud-init status` may keep reporting `running` before the machine fails.
     #[arg(long, env = "CAPMOX_CLOUD_INIT_TIMEOUT", default_value = "30m", value_parser = parse_duration)]
     pub cloud_init_timeout: Duration,

@@ -268,6 +268,7 @@ async fn injected_faults_map_to_classes() {
             status,
             message: message.into(),
             latency_ms: 0,
+            ..Default::default()
         }],
         ..Default::default()
     };

@@ -12,6 +12,7 @@
 //! counted at the control plane (in-tree counters or the audit log) for the manager's
 //! `User-Agent`; reconcile passes come from the manager's metrics.
 
+pub mod chaos;
 pub mod counts;
 pub mod manager;
 pub mod objects;

@@ -188,6 +188,21 @@ impl ManagerHandle {
         Some(ticks as f64 / clock_ticks() as f64)
     }
 
+    /// Kills the manager process with SIGKILL — no shutdown, as the OOM killer or a lost node
+    /// does — and reaps it. In-process managers are aborted.
+    pub async fn kill(self) -> Result<(), BenchError> {
+        match self.running {
+            Running::Process(mut child) => child
+                .kill()
+                .await
+                .map_err(|e| BenchError::io("killing the manager", e)),
+            Running::InProcess { task, .. } => {
+                task.abort();
+                Ok(())
+            }
+        }
+    }
+
     /// Stops the manager gracefully (SIGTERM / shutdown signal) and waits for it.
     pub async fn stop(self) -> Result<(), BenchError> {
         match self.running {

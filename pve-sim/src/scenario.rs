@@ -312,9 +312,36 @@ pub struct EndpointFault {
     /// Message of injected errors.
     #[serde(default = "default_fault_message")]
     pub message: String,
-    /// Extra latency added to every matching request, milliseconds.
+    /// Extra latency added to matching requests, milliseconds.
     #[serde(default)]
     pub latency_ms: u64,
+    /// Probability that `latency_ms` is added to a request (absent: every request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_rate: Option<f64>,
+    /// Probability that the connection is closed before the request is processed (nothing
+    /// happens; the client sees a dropped connection).
+    #[serde(default)]
+    pub drop_rate: f64,
+    /// Probability that the request is processed but the connection is closed before the answer
+    /// is sent (the change happened; the client never learns of it, e.g. a clone's UPID).
+    #[serde(default)]
+    pub drop_after_rate: f64,
+}
+
+impl Default for EndpointFault {
+    /// A fault on every endpoint (`*`) that does nothing until a rate or latency is set.
+    fn default() -> Self {
+        Self {
+            endpoint: "*".to_owned(),
+            error_rate: 0.0,
+            status: default_fault_status(),
+            message: default_fault_message(),
+            latency_ms: 0,
+            latency_rate: None,
+            drop_rate: 0.0,
+            drop_after_rate: 0.0,
+        }
+    }
 }
 
 fn default_cpus() -> u32 {

@@ -502,7 +502,11 @@ async fn process(shared: &Shared, req: Request<Incoming>) -> Option<Outcome> {
     }
 
     // Injected endpoint faults.
-    if let Some(err) = apply_faults(&shared.state, route.key).await {
+    let faults = apply_faults(&shared.state, route.key).await;
+    if faults.drop_before {
+        return None;
+    }
+    if let Some(err) = faults.error {
         return fail(err, endpoint, params);
     }
 
@@ -511,6 +515,9 @@ async fn process(shared: &Shared, req: Request<Incoming>) -> Option<Outcome> {
         logged.insert("upload".into(), json!(format!("<{} bytes>", file.data.len())));
     }
     let ok = run_route(shared, &route, identity, params, upload);
+    if faults.drop_after {
+        return None;
+    }
     match ok {
         Ok(reply) => {
             let mut body = Map::new();
@@ -550,8 +557,20 @@ fn run_route(
     (route.handler)(&ctx, &Params(params))
 }
 
-async fn apply_faults(state: &SimState, key: &'static str) -> Option<ApiError> {
-    let (latency, error) = state.with(|c| {
+/// What the injected faults decided for one request.
+#[derive(Default)]
+struct FaultOutcome {
+    /// Answer with this error instead of processing the request.
+    error: Option<ApiError>,
+    /// Close the connection without processing the request.
+    drop_before: bool,
+    /// Process the request, then close the connection without answering.
+    drop_after: bool,
+}
+
+/// Rolls the configured faults for one request (after waiting out any injected latency).
+async fn apply_faults(state: &SimState, key: &'static str) -> FaultOutcome {
+    let (latency, outcome) = state.with(|c| {
         let faults: Vec<_> = c
             .faults
             .endpoints
@@ -560,17 +579,28 @@ async fn apply_faults(state: &SimState, key: &'static str) -> Option<ApiError> {
             .cloned()
             .collect();
         let mut latency = 0;
-        let mut error = None;
+        let mut out = FaultOutcome::default();
         for f in faults {
-            latency += f.latency_ms;
-            if error.is_none() && c.fault_roll(key, f.error_rate) {
-                error = Some(ApiError::status(f.status, f.message.clone()));
+            if f.latency_ms > 0
+                && f.latency_rate
+                    .is_none_or(|p| c.fault_roll(&format!("latency {key}"), p))
+            {
+                latency += f.latency_ms;
+            }
+            if !out.drop_before && c.fault_roll(&format!("drop {key}"), f.drop_rate) {
+                out.drop_before = true;
+            }
+            if !out.drop_after && c.fault_roll(&format!("drop-after {key}"), f.drop_after_rate) {
+                out.drop_after = true;
+            }
+            if out.error.is_none() && c.fault_roll(key, f.error_rate) {
+                out.error = Some(ApiError::status(f.status, f.message.clone()));
             }
         }
-        (latency, error)
+        (latency, out)
     });
     if latency > 0 {
         tokio::time::sleep(Duration::from_millis(latency)).await;
     }
-    error
+    outcome
 }

@@ -18,6 +18,7 @@ fn faulty(seed: u64) -> SimConfig {
             status: 500,
             message: "got timeout".into(),
             latency_ms: 0,
+            ..Default::default()
         }],
         ..FaultSpec::default()
     };
@@ -99,4 +100,87 @@ async fn parallel_clones_on_local_storage_contend_for_the_storage_lock() {
             .await,
         "OK"
     );
+}
+
+fn drop_fault(endpoint: &str, before: f64, after: f64) -> SimConfig {
+    let mut config = SimConfig::default();
+    config.scenario.faults.endpoints = vec![EndpointFault {
+        endpoint: endpoint.into(),
+        drop_rate: before,
+        drop_after_rate: after,
+        ..EndpointFault::default()
+    }];
+    config
+}
+
+#[tokio::test]
+async fn a_connection_dropped_before_processing_changes_nothing() {
+    let sim = common::start(drop_fault("POST /nodes/{node}/qemu/{vmid}/clone", 1.0, 0.0)).await;
+    let sent = sim
+        .client
+        .post(format!("{}/nodes/pve1/qemu/100/clone", sim.base))
+        .header("Authorization", &sim.auth)
+        .json(&json!({"newid": 610, "name": "dropped"}))
+        .send()
+        .await;
+    assert!(sent.is_err(), "the client sees a dropped connection: {sent:?}");
+    assert!(sim.server.state().vm(610).is_none());
+    assert!(sim.server.state().clone_history().is_empty());
+    // Other endpoints answer.
+    assert_eq!(sim.get("/version").await.status, 200);
+}
+
+#[tokio::test]
+async fn a_connection_dropped_after_processing_hides_a_done_clone() {
+    let sim = common::start(drop_fault("POST /nodes/{node}/qemu/{vmid}/clone", 0.0, 1.0)).await;
+    let sent = sim
+        .client
+        .post(format!("{}/nodes/pve1/qemu/100/clone", sim.base))
+        .header("Authorization", &sim.auth)
+        .json(&json!({"newid": 611, "name": "lost-answer"}))
+        .send()
+        .await;
+    assert!(sent.is_err(), "the answer is lost: {sent:?}");
+    let state = sim.server.state();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while state.clone_history().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the clone never completed");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(state.clone_history(), vec![(611, "lost-answer".to_owned())]);
+    assert!(
+        state.vm(611).is_some(),
+        "the clone happened although nobody heard of it"
+    );
+}
+
+#[tokio::test]
+async fn latency_applies_to_the_given_share_of_requests() {
+    let mut config = SimConfig::default();
+    config.scenario.faults.endpoints = vec![EndpointFault {
+        endpoint: "GET /version".into(),
+        latency_ms: 120_000,
+        latency_rate: Some(0.0),
+        ..EndpointFault::default()
+    }];
+    let sim = common::start(config).await;
+    let started = std::time::Instant::now();
+    for _ in 0..5 {
+        assert_eq!(sim.get("/version").await.status, 200);
+    }
+    // With a rate of zero no request waits (one injected delay would be two minutes).
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    let mut always = EndpointFault {
+        endpoint: "GET /version".into(),
+        latency_ms: 300,
+        ..EndpointFault::default()
+    };
+    always.latency_rate = None;
+    sim.server.state().set_faults(FaultSpec {
+        endpoints: vec![always],
+        ..FaultSpec::default()
+    });
+    let started = std::time::Instant::now();
+    assert_eq!(sim.get("/version").await.status, 200);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
 }

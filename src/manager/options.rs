@@ -90,6 +90,7 @@ pub fn options_from_cli(cli: &Cli) -> Result<ManagerOptions, ManagerError> {
                 concurrency: Some(cli.machine_concurrency()),
                 agent_timeout: cli.guest_agent_timeout,
                 cloud_init_timeout: cli.cloud_init_timeout,
+                retry_delay: cli.retry_delay,
                 ..crate::machine::MachineSettings::default()
             },
             cluster: crate::cluster::ClusterSettings {

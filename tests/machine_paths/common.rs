@@ -28,6 +28,7 @@ pub(crate) fn fault(endpoint: &str, rate: f64, status: u16, message: &str, laten
         status,
         message: message.to_owned(),
         latency_ms,
+        ..Default::default()
     }
 }
 

@@ -316,6 +316,7 @@ pub fn clone(ctx: &Ctx, p: &Params) -> HandlerResult {
                     vm.linked_base = if full { None } else { Some(src.vmid) };
                     vm.pool = pool;
                     vm.touch();
+                    c.clone_history.push((newid, name.clone()));
                     Ok(Vec::new())
                 }
                 None => Err("clone failed: target config vanished".to_string()),

@@ -39,6 +39,11 @@ impl Leftovers {
 }
 
 impl SimState {
+    /// Every clone that completed since the start, in order: the new VM's VMID and name.
+    pub fn clone_history(&self) -> Vec<(u32, String)> {
+        self.with(|c| c.clone_history.clone())
+    }
+
     /// VMIDs of all VMs that are not templates, ascending.
     pub fn non_template_vmids(&self) -> Vec<u32> {
         self.with(|c| {

@@ -182,6 +182,8 @@ pub struct Cluster {
     pub tasks_held: bool,
     /// Wakes held tasks when they are released.
     pub task_release: Arc<tokio::sync::Notify>,
+    /// Every clone that completed, in order: the new VM's VMID and name.
+    pub clone_history: Vec<(u32, String)>,
 }
 
 /// Errors building the cluster from a scenario.
@@ -312,6 +314,7 @@ impl Cluster {
             },
             tasks_held: false,
             task_release: Arc::new(tokio::sync::Notify::new()),
+            clone_history: Vec::new(),
         })
     }
 
