@@ -153,8 +153,10 @@ pub async fn reconcile_normal(
         refresh_inventory,
         pool_fields,
         memo,
-        &mut status,
-        &mut events,
+        Leaves {
+            status: &mut status,
+            events: &mut events,
+        },
     )
     .await;
     if let Err(e) = &result {
@@ -208,6 +210,12 @@ pub fn record_failure(status: &mut ProxmoxClusterStatus, e: &ClusterError, gener
     readiness::apply(status, &a, generation, &now());
 }
 
+/// What the steps of a reconcile leave behind: the status and the events to publish.
+struct Leaves<'a> {
+    status: &'a mut ProxmoxClusterStatus,
+    events: &'a mut Vec<readiness::Transition>,
+}
+
 async fn normal_steps(
     ctx: &Context,
     pc: &ProxmoxCluster,
@@ -215,9 +223,9 @@ async fn normal_steps(
     refresh_inventory: bool,
     pool_fields: &PoolFieldSupport,
     memo: &Memo,
-    status: &mut ProxmoxClusterStatus,
-    events: &mut Vec<readiness::Transition>,
+    out: Leaves<'_>,
 ) -> Result<Action, ClusterError> {
+    let Leaves { status, events } = out;
     let settings = &ctx.settings.cluster;
     let generation = pc.metadata.generation;
     let ns = pc.namespace().unwrap_or_default();

@@ -45,7 +45,9 @@ impl Guests {
     /// `machine`, whose VM booted at `boot`, still waits for its guest: how long until it looks
     /// again.
     pub fn next_check(&self, machine: &ObjectRef<ProxmoxMachine>, boot: Instant, poll: Duration) -> Duration {
-        self.lock().waiting.insert(machine.clone(), boot);
+        // The boot time first seen is kept: estimates from later lists jitter by a second, which
+        // would reorder machines that booted together and make more of them scouts.
+        self.lock().waiting.entry(machine.clone()).or_insert(boot);
         if self.is_scout(machine) {
             return poll;
         }

@@ -43,12 +43,15 @@ pub enum Expect {
     },
 }
 
+/// The ISO volume ids of one storage listing (`None`: not read).
+pub type IsoListing = Option<Arc<BTreeSet<String>>>;
+
 /// What the refresher read for one check.
 pub struct Observed<'a> {
     /// The VM entry of a VMID in `/cluster/resources` (`None`: absent).
     pub vm: &'a dyn Fn(u32) -> Option<ClusterResource>,
     /// The ISO volume ids on `(node, storage)` (`None`: not read this time).
-    pub isos: &'a dyn Fn(&str, &str) -> Option<Arc<BTreeSet<String>>>,
+    pub isos: &'a dyn Fn(&str, &str) -> IsoListing,
 }
 
 impl Expect {
