@@ -1,5 +1,6 @@
 //! capmox-rs: a Cluster API infrastructure provider for Proxmox VE.
 
+pub mod autoscaling;
 pub mod bootstrap;
 pub mod cli;
 pub mod cluster;

@@ -40,6 +40,7 @@ fn manager_role_matches_declared_rules() {
     for r in rbac::CLUSTER_CONTROLLER
         .iter()
         .chain(rbac::MACHINE_CONTROLLER)
+        .chain(rbac::MACHINE_TEMPLATE_CONTROLLER)
         .chain(rbac::DIAGNOSTICS)
     {
         for v in r.verbs {

@@ -333,3 +333,27 @@ fn machines_cloned_from_a_v1alpha1_read_template_keep_hub_only_fields() {
     assert_eq!(down(plain.clone())["spec"]["template"].get("metadata"), None);
     assert_eq!(up(down(plain.clone())), plain);
 }
+
+/// The template's autoscaling status (capacity, nodeInfo) is the same in both versions: it
+/// converts as it is, without a conversion-data annotation, both ways.
+#[test]
+fn machine_template_status_converts_unchanged() {
+    let status = json!({
+        "capacity": {"cpu": "8", "memory": "16Gi"},
+        "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux"}
+    });
+    let hub = json!({
+        "apiVersion": V2, "kind": "ProxmoxMachineTemplate", "metadata": {"name": "t"},
+        "spec": {"template": {"spec": {"sourceNode": "pve1", "templateID": 100, "numCores": 4,
+            "network": {"networkDevices": [{"name": "net0", "bridge": "vmbr0", "defaultIPv4": true, "defaultIPv6": true}]}}}},
+        "status": status
+    });
+    let spoke = down(hub.clone());
+    assert_eq!(spoke["status"], status);
+    assert_eq!(conversion_data(&spoke), None);
+    assert_eq!(up(spoke.clone()), hub);
+    // An edit of the status through v1alpha1 reaches the hub.
+    let mut edited = spoke;
+    edited["status"]["capacity"]["cpu"] = json!("2");
+    assert_eq!(up(edited)["status"]["capacity"]["cpu"], json!("2"));
+}

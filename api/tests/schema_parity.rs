@@ -62,11 +62,35 @@ const ALLOWED_ADDITIONS: &[(&str, &str, &str)] = &[
         "spec.template.spec.networkConfigFormat",
         "same spec field in the template",
     ),
+    // capmox-rs: template capacity and node info for the cluster-autoscaler (issue 14 item 6).
+    (
+        "ProxmoxMachineTemplate v1alpha2",
+        "status",
+        "autoscaler scale-from-zero status",
+    ),
+    (
+        "ProxmoxMachineTemplate v1alpha1",
+        "status",
+        "autoscaler scale-from-zero status",
+    ),
     // capmox-rs: periodically refreshed Proxmox node capacity/usage (issue 5).
     (
         "ProxmoxCluster v1alpha2",
         "status.nodeInventory",
         "Proxmox node inventory",
+    ),
+];
+
+/// Kind/version pairs where ours adds a status subresource capmox does not declare: `(pair, reason)`.
+/// A status subresource only moves status writes to `/status`; capmox manifests carry no status.
+const ALLOWED_STATUS_SUBRESOURCES: &[(&str, &str)] = &[
+    (
+        "ProxmoxMachineTemplate v1alpha2",
+        "template status for the cluster-autoscaler (scale from zero)",
+    ),
+    (
+        "ProxmoxMachineTemplate v1alpha1",
+        "template status for the cluster-autoscaler (scale from zero)",
     ),
 ];
 
@@ -86,6 +110,12 @@ fn ours() -> BTreeMap<String, Value> {
 }
 
 fn is_allowed(d: &Difference) -> bool {
+    if d.path == "<version>.subresources" {
+        return d.what == r#"ours={"status":{}} capmox=null"#
+            && ALLOWED_STATUS_SUBRESOURCES
+                .iter()
+                .any(|(pair, _)| *pair == d.pair);
+    }
     d.what == "property only in ours"
         && ALLOWED_ADDITIONS
             .iter()
@@ -187,6 +217,13 @@ fn allow_list_entries_are_used() {
             all.iter()
                 .any(|d| d.pair == *pair && d.path == *path && d.what == "property only in ours"),
             "allow-list entry {pair} {path} ({why}) matches no additive difference; remove it"
+        );
+    }
+    for (pair, why) in ALLOWED_STATUS_SUBRESOURCES {
+        assert!(
+            all.iter()
+                .any(|d| d.pair == *pair && d.path == "<version>.subresources" && is_allowed(d)),
+            "status subresource entry {pair} ({why}) matches no difference; remove it"
         );
     }
 }

@@ -4,6 +4,7 @@
 pub mod cluster;
 pub mod decoded;
 pub mod machine;
+pub mod machine_template;
 
 pub mod rbac;
 pub mod triggers;

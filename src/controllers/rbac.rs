@@ -99,6 +99,18 @@ pub const MACHINE_CONTROLLER: &[Rule] = &[
     rule("ipam.cluster.x-k8s.io", "ipaddresses", READ),
 ];
 
+/// What the ProxmoxMachineTemplate controller does ([`crate::controllers::machine_template`]):
+/// reads templates and patches their `status` (capacity and node info for the cluster-autoscaler).
+pub const MACHINE_TEMPLATE_CONTROLLER: &[Rule] = &[
+    rule("infrastructure.cluster.x-k8s.io", "proxmoxmachinetemplates", READ),
+    rule(
+        "infrastructure.cluster.x-k8s.io",
+        "proxmoxmachinetemplates/status",
+        &["get", "patch"],
+    ),
+    rule("events.k8s.io", "events", &["create", "patch"]),
+];
+
 /// What the secured diagnostics server does ([`crate::diagnostics`]): reviews the bearer token
 /// and the access of every metrics request with the API server.
 pub const DIAGNOSTICS: &[Rule] = &[
@@ -170,6 +182,7 @@ pub fn manager_role() -> ClusterRole {
         rules: Some(policy_rules(&[
             CLUSTER_CONTROLLER,
             MACHINE_CONTROLLER,
+            MACHINE_TEMPLATE_CONTROLLER,
             DIAGNOSTICS,
         ])),
         ..Default::default()
@@ -211,10 +224,16 @@ mod tests {
 
     #[test]
     fn merged_rules_cover_every_declared_verb() {
-        let rules = policy_rules(&[CLUSTER_CONTROLLER, MACHINE_CONTROLLER, DIAGNOSTICS]);
+        let rules = policy_rules(&[
+            CLUSTER_CONTROLLER,
+            MACHINE_CONTROLLER,
+            MACHINE_TEMPLATE_CONTROLLER,
+            DIAGNOSTICS,
+        ]);
         for r in CLUSTER_CONTROLLER
             .iter()
             .chain(MACHINE_CONTROLLER)
+            .chain(MACHINE_TEMPLATE_CONTROLLER)
             .chain(DIAGNOSTICS)
         {
             for v in r.verbs {

@@ -109,11 +109,15 @@ pub type ControllerTask = (&'static str, Pin<Box<dyn Future<Output = ()> + Send 
 
 /// The controllers run by the leader. `stop` completes when they must shut down gracefully.
 fn controllers(ctx: Arc<Context>, stop: &Signal) -> Vec<ControllerTask> {
-    use crate::controllers::{cluster, machine};
+    use crate::controllers::{cluster, machine, machine_template};
     vec![
         (
             cluster::CONTROLLER,
             Box::pin(cluster::run(ctx.clone(), stop.waiter())),
+        ),
+        (
+            machine_template::CONTROLLER,
+            Box::pin(machine_template::run(ctx.clone(), stop.waiter())),
         ),
         (machine::CONTROLLER, Box::pin(machine::run(ctx, stop.waiter()))),
     ]

@@ -290,7 +290,7 @@ impl Body for MachineBody {
     }
 }
 
-/// ProxmoxMachineTemplate body: the spec (no status).
+/// ProxmoxMachineTemplate body: the spec and the (version-independent) autoscaling status.
 ///
 /// CAPI v1.10 (v1beta1 contract) reads a template through `v1alpha1` and creates each
 /// ProxmoxMachine from `spec.template` through `v1alpha1`, copying `spec.template.metadata`'s
@@ -317,62 +317,79 @@ fn machine_data(spec: &v1alpha2::ProxmoxMachineSpec, down: &v1alpha1::ProxmoxMac
 }
 
 impl Body for MachineTemplateBody {
-    type Spoke = v1alpha1::ProxmoxMachineTemplateSpec;
-    type Hub = v1alpha2::ProxmoxMachineTemplateSpec;
+    type Spoke = (
+        v1alpha1::ProxmoxMachineTemplateSpec,
+        Option<v1alpha1::ProxmoxMachineTemplateStatus>,
+    );
+    type Hub = (
+        v1alpha2::ProxmoxMachineTemplateSpec,
+        Option<v1alpha2::ProxmoxMachineTemplateStatus>,
+    );
 
     fn up(s: &Self::Spoke) -> Self::Hub {
-        let mut metadata = template_meta_up(&s.template.metadata);
-        let mut emptied = false;
-        if let Some(m) = metadata.as_mut()
-            && let Some(a) = m.annotations.as_mut()
-            && a.remove(CONVERSION_DATA_ANNOTATION).is_some()
-            && a.is_empty()
-        {
-            m.annotations = None;
-            emptied = m.labels.is_none();
-        }
-        if emptied {
-            // Only the entry `down` added was there.
-            metadata = None;
-        }
-        v1alpha2::ProxmoxMachineTemplateSpec {
-            template: v1alpha2::ProxmoxMachineTemplateResource {
-                metadata,
-                spec: spec_up(&s.template.spec),
-            },
-        }
+        (template_spec_up(&s.0), s.1.clone())
     }
 
     fn down(h: &Self::Hub) -> Self::Spoke {
-        let spec = spec_down(&h.template.spec);
-        let mut metadata = template_meta_down(&h.template.metadata);
-        if let Some(data) = machine_data(&h.template.spec, &spec) {
-            metadata
-                .get_or_insert_with(Default::default)
-                .annotations
-                .get_or_insert_with(Default::default)
-                .insert(CONVERSION_DATA_ANNOTATION.to_owned(), data);
-        }
-        v1alpha1::ProxmoxMachineTemplateSpec {
-            template: v1alpha1::ProxmoxMachineTemplateResource { metadata, spec },
-        }
+        (template_spec_down(&h.0), h.1.clone())
     }
 
     // As for ProxmoxMachine: a stored object that converts to exactly what arrived is taken
-    // whole, so values the other version writes ambiguously survive round trips.
+    // whole, so values the other version writes ambiguously survive round trips. The status is
+    // the same type in both versions and always comes from the arriving object.
     fn restore_hub(hub: &mut Self::Hub, restored: &Self::Hub, spoke: &Self::Spoke) {
-        if Self::down(restored) == *spoke {
-            *hub = restored.clone();
+        if template_spec_down(&restored.0) == spoke.0 {
+            hub.0 = restored.0.clone();
         } else {
-            restore_hub_spec(&mut hub.template.spec, &restored.template.spec);
+            restore_hub_spec(&mut hub.0.template.spec, &restored.0.template.spec);
         }
     }
 
     fn restore_spoke(spoke: &mut Self::Spoke, restored: &Self::Spoke, hub: &Self::Hub) {
-        if Self::up(restored) == *hub {
-            *spoke = restored.clone();
+        if template_spec_up(&restored.0) == hub.0 {
+            spoke.0 = restored.0.clone();
         } else {
-            restore_spoke_spec(&mut spoke.template.spec, &restored.template.spec);
+            restore_spoke_spec(&mut spoke.0.template.spec, &restored.0.template.spec);
         }
+    }
+}
+
+/// Plain up-conversion of a template spec (drops the machine data `down` added).
+fn template_spec_up(s: &v1alpha1::ProxmoxMachineTemplateSpec) -> v1alpha2::ProxmoxMachineTemplateSpec {
+    let mut metadata = template_meta_up(&s.template.metadata);
+    let mut emptied = false;
+    if let Some(m) = metadata.as_mut()
+        && let Some(a) = m.annotations.as_mut()
+        && a.remove(CONVERSION_DATA_ANNOTATION).is_some()
+        && a.is_empty()
+    {
+        m.annotations = None;
+        emptied = m.labels.is_none();
+    }
+    if emptied {
+        // Only the entry `down` added was there.
+        metadata = None;
+    }
+    v1alpha2::ProxmoxMachineTemplateSpec {
+        template: v1alpha2::ProxmoxMachineTemplateResource {
+            metadata,
+            spec: spec_up(&s.template.spec),
+        },
+    }
+}
+
+/// Plain down-conversion of a template spec (adds the hub machine when `v1alpha1` cannot hold it).
+fn template_spec_down(h: &v1alpha2::ProxmoxMachineTemplateSpec) -> v1alpha1::ProxmoxMachineTemplateSpec {
+    let spec = spec_down(&h.template.spec);
+    let mut metadata = template_meta_down(&h.template.metadata);
+    if let Some(data) = machine_data(&h.template.spec, &spec) {
+        metadata
+            .get_or_insert_with(Default::default)
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(CONVERSION_DATA_ANNOTATION.to_owned(), data);
+    }
+    v1alpha1::ProxmoxMachineTemplateSpec {
+        template: v1alpha1::ProxmoxMachineTemplateResource { metadata, spec },
     }
 }

@@ -226,15 +226,17 @@ convertible!(
     v1alpha1::ProxmoxMachineTemplate,
     v1alpha2::ProxmoxMachineTemplate,
     machine::MachineTemplateBody,
-    |s| s.spec.clone(),
-    |h| h.spec.clone(),
+    |s| (s.spec.clone(), s.status.clone()),
+    |h| (h.spec.clone(), h.status.clone()),
     |meta, b| v1alpha2::ProxmoxMachineTemplate {
         metadata: meta,
-        spec: b
+        spec: b.0,
+        status: b.1
     },
     |meta, b| v1alpha1::ProxmoxMachineTemplate {
         metadata: meta,
-        spec: b
+        spec: b.0,
+        status: b.1
     }
 );
 

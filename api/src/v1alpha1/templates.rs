@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{ProxmoxClusterSpec, ProxmoxMachineSpec, TemplateObjectMeta};
 
+/// The template status is the same type in both versions (capmox-rs' autoscaling status).
+pub use crate::v1alpha2::{NodeInfo, ProxmoxMachineTemplateStatus};
+
 /// Desired state of a v1alpha1 ProxmoxClusterTemplate.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -58,6 +61,7 @@ pub struct ProxmoxClusterTemplateResource {
     namespaced,
     served = true,
     storage = false,
+    status = "ProxmoxMachineTemplateStatus",
     shortname = "pmt",
     category = "cluster-api",
     derive = "PartialEq",

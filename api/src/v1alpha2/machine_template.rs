@@ -1,6 +1,9 @@
 //! `ProxmoxMachineTemplate` (v1alpha2): a template for `ProxmoxMachine`s used by MachineDeployments,
 //! control planes and ClusterClass.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::CustomResource;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
@@ -20,6 +23,7 @@ use super::machine::{
     plural = "proxmoxmachinetemplates",
     singular = "proxmoxmachinetemplate",
     namespaced,
+    status = "ProxmoxMachineTemplateStatus",
     shortname = "pmt",
     category = "cluster-api",
     derive = "PartialEq",
@@ -56,3 +60,51 @@ fn template_machine_spec(generator: &mut SchemaGenerator) -> Schema {
     );
     schema
 }
+
+/// Observed state of a `ProxmoxMachineTemplate` (capmox-rs; capmox declares no template status):
+/// what a machine made from it offers, for the cluster-autoscaler's Cluster API provider to scale
+/// a MachineDeployment from zero (CAPI's optional InfraMachineTemplate autoscaling contract).
+/// The same type serves v1alpha1 and v1alpha2.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProxmoxMachineTemplateStatus {
+    /// Resources of a node made from this template (`cpu`, `memory`), as Kubernetes quantities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "resource_list")]
+    pub capacity: Option<BTreeMap<String, Quantity>>,
+
+    /// Architecture and operating system of a node made from this template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_info: Option<NodeInfo>,
+}
+
+/// Architecture and operating system of the nodes a template makes (CAPI's `NodeInfo`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("minProperties" = 1))]
+pub struct NodeInfo {
+    /// CPU architecture of the node (`amd64`, `arm64`, `s390x`, `ppc64le`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["amd64", "arm64", "s390x", "ppc64le"]))]
+    pub architecture: Option<String>,
+
+    /// Operating system of the node, e.g. `linux`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operating_system: Option<String>,
+}
+
+/// Schema of a `corev1.ResourceList` (a map of quantities): integer or string, strings in the
+/// quantity syntax (controller-gen's pattern; its `anyOf` branches are implied by
+/// `x-kubernetes-int-or-string`).
+fn resource_list(_: &mut SchemaGenerator) -> Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": {
+            "pattern": QUANTITY_PATTERN,
+            "x-kubernetes-int-or-string": true
+        }
+    })
+}
+
+/// The pattern controller-gen puts on `resource.Quantity`.
+const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";

@@ -650,13 +650,44 @@ pub fn hub_machine(full: bool) -> BoxedStrategy<h::ProxmoxMachine> {
 }
 
 pub fn hub_machine_template(full: bool) -> BoxedStrategy<h::ProxmoxMachineTemplate> {
-    (meta(), hub_template_meta(), hub_machine_spec(full))
-        .prop_map(|(metadata, tm, spec)| h::ProxmoxMachineTemplate {
+    (
+        meta(),
+        hub_template_meta(),
+        hub_machine_spec(full),
+        opt(hub_machine_template_status()),
+    )
+        .prop_map(|(metadata, tm, spec, status)| h::ProxmoxMachineTemplate {
             metadata,
             spec: h::ProxmoxMachineTemplateSpec {
                 template: h::ProxmoxMachineTemplateResource { metadata: tm, spec },
             },
+            status,
         })
+        .boxed()
+}
+
+/// The autoscaling status of a template (the same type in both versions).
+fn hub_machine_template_status() -> BoxedStrategy<h::ProxmoxMachineTemplateStatus> {
+    let quantity = prop_oneof![
+        (1u32..64).prop_map(|n| n.to_string()),
+        (1u32..65536).prop_map(|n| format!("{n}Mi")),
+    ]
+    .prop_map(k8s_openapi::apimachinery::pkg::api::resource::Quantity);
+    let capacity = btree_map(
+        prop_oneof![Just("cpu".to_owned()), Just("memory".to_owned())],
+        quantity,
+        0..3,
+    );
+    let node_info = (
+        opt(prop_oneof![Just("amd64".to_owned()), Just("arm64".to_owned())]),
+        opt(Just("linux".to_owned())),
+    )
+        .prop_map(|(architecture, operating_system)| h::NodeInfo {
+            architecture,
+            operating_system,
+        });
+    (opt(capacity), opt(node_info))
+        .prop_map(|(capacity, node_info)| h::ProxmoxMachineTemplateStatus { capacity, node_info })
         .boxed()
 }
 
