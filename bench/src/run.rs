@@ -7,21 +7,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capmox_api::capi::v1beta2::{Cluster, Machine};
-use capmox_api::v1alpha2::{ProxmoxCluster, ProxmoxMachine};
-use capmox_standins::StandIns;
+use capmox_api::v1alpha2::ProxmoxMachine;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{Api, DeleteParams, PostParams};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::api::{Api, DeleteParams};
 use kube::{Resource, ResourceExt};
 use testenv::{ServerOptions, TestEnv, TestEnvOptions};
 
 use crate::counts::{Snapshot, kube_by_verb};
 use crate::manager::{ManagerHandle, ManagerTarget};
-use crate::objects::{self, CLUSTER, NAMESPACE};
+use crate::objects::{self, CLUSTER};
 use crate::report::{RunReport, floor_secs};
-use crate::{BENCH_AGENT, BenchError, BenchOptions, Profile, RunSpec, SCENARIO};
+use crate::world::World;
+use crate::{BenchError, BenchOptions, Profile, RunSpec, SCENARIO};
 
 /// How often progress is checked.
 const POLL: Duration = Duration::from_millis(250);
@@ -31,11 +28,8 @@ const CREATE_PARALLELISM: usize = 16;
 struct Rig {
     sim: pve_sim::SimServer,
     env: TestEnv,
-    client: kube::Client,
     target: ManagerTarget,
-    pms: Store<ProxmoxMachine>,
-    watch: tokio::task::JoinHandle<()>,
-    stand_ins: StandIns,
+    world: World,
 }
 
 fn progress(opts: &BenchOptions, line: impl AsRef<str>) {
@@ -75,30 +69,7 @@ async fn start_rig(opts: &BenchOptions, spec: RunSpec, dir: &Path) -> Result<(Ri
             .await?
         }
     };
-    let mut crds = capmox_api::crd::all().map_err(|e| BenchError::Manager(e.to_string()))?;
-    crds.extend(capmox_standins::crds::all().map_err(|e| BenchError::Manager(e.to_string()))?);
-    env.install_crds(crds).await?;
-    let client = crate::manager::kube_client(env.kubeconfig_path(), BENCH_AGENT).await?;
-    let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": NAMESPACE}}))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .map_err(BenchError::kube("creating the namespace"))?;
-    let stand_ins = StandIns::spawn(client.clone(), Some(NAMESPACE.to_owned()));
-    let (pms, writer) = reflector::store::<ProxmoxMachine>();
-    let stream = reflector::reflector(
-        writer,
-        watcher(
-            Api::<ProxmoxMachine>::namespaced(client.clone(), NAMESPACE),
-            watcher::Config::default(),
-        ),
-    )
-    .default_backoff()
-    .applied_objects();
-    let watch = tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while stream.next().await.is_some() {}
-    });
+    let world = World::start(&env).await?;
     let target = ManagerTarget {
         kubeconfig: env.kubeconfig_path().to_path_buf(),
         proxmox_url: sim.url(),
@@ -112,11 +83,8 @@ async fn start_rig(opts: &BenchOptions, spec: RunSpec, dir: &Path) -> Result<(Ri
         Rig {
             sim,
             env,
-            client,
             target,
-            pms,
-            watch,
-            stand_ins,
+            world,
         },
         floor,
     ))
@@ -151,12 +119,11 @@ impl Rig {
     where
         K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
     {
-        Api::namespaced(self.client.clone(), NAMESPACE)
+        self.world.api()
     }
 
     async fn stop(self) {
-        self.watch.abort();
-        self.stand_ins.stop().await;
+        self.world.stop().await;
         self.sim.shutdown().await;
         drop(self.env);
     }
@@ -208,40 +175,6 @@ async fn first_reconcile(m: &mut ManagerHandle) -> Result<f64, BenchError> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-async fn create_cluster(rig: &Rig) -> Result<(), BenchError> {
-    let cluster = rig
-        .api::<Cluster>()
-        .create(&PostParams::default(), &objects::cluster())
-        .await
-        .map_err(BenchError::kube("creating the Cluster"))?;
-    let mut pc = objects::proxmox_cluster()?;
-    capmox_standins::capi::objects::set_cluster_owner(&mut pc.metadata, &cluster);
-    rig.api::<ProxmoxCluster>()
-        .create(&PostParams::default(), &pc)
-        .await
-        .map_err(BenchError::kube("creating the ProxmoxCluster"))?;
-    Ok(())
-}
-
-async fn create_machine(rig: &Rig, i: usize) -> Result<(), BenchError> {
-    let name = objects::machine_name(i);
-    let pp = PostParams::default();
-    rig.api::<Secret>()
-        .create(&pp, &objects::bootstrap_secret(&name))
-        .await
-        .map_err(BenchError::kube(format!("creating Secret {name}")))?;
-    let machine = rig
-        .api::<Machine>()
-        .create(&pp, &objects::machine(&name))
-        .await
-        .map_err(BenchError::kube(format!("creating Machine {name}")))?;
-    rig.api::<ProxmoxMachine>()
-        .create(&pp, &objects::proxmox_machine(&name, &machine)?)
-        .await
-        .map_err(BenchError::kube(format!("creating ProxmoxMachine {name}")))?;
-    Ok(())
 }
 
 fn bootstrap_isos(sim: &pve_sim::SimServer) -> usize {
@@ -331,7 +264,7 @@ async fn measure(opts: &BenchOptions, spec: RunSpec, rig: &Rig, floor: f64) -> R
         floor_secs: floor,
         ..RunReport::default()
     };
-    create_cluster(rig).await?;
+    rig.world.create_cluster().await?;
     let mut manager = ManagerHandle::start(&opts.manager, &rig.target).await?;
     report.first_reconcile_secs = Some(first_reconcile(&mut manager).await?);
     let clusters = rig.api::<Cluster>();
@@ -361,7 +294,7 @@ async fn measure(opts: &BenchOptions, spec: RunSpec, rig: &Rig, floor: f64) -> R
     let s0 = rig.snapshot(Some(&manager)).await?;
     let created = Instant::now();
     futures::stream::iter(0..n)
-        .map(|i| create_machine(rig, i))
+        .map(|i| async move { rig.world.create_machine(&objects::machine_name(i)).await })
         .buffer_unordered(CREATE_PARALLELISM)
         .try_collect::<Vec<()>>()
         .await?;
@@ -379,7 +312,7 @@ async fn measure(opts: &BenchOptions, spec: RunSpec, rig: &Rig, floor: f64) -> R
                     "the manager exited while provisioning".into(),
                 ));
             }
-            let pms = rig.pms.state();
+            let pms = rig.world.pms.state();
             let done = pms.iter().filter(|pm| pm.is_provisioned()).count();
             if makespan.is_none() && done == n && pms.len() == n {
                 makespan = Some(created.elapsed().as_secs_f64());
@@ -473,7 +406,7 @@ async fn measure(opts: &BenchOptions, spec: RunSpec, rig: &Rig, floor: f64) -> R
             if manager.exited() {
                 return Err(BenchError::Manager("the manager exited while deleting".into()));
             }
-            let left = rig.pms.state().len();
+            let left = rig.world.pms.state().len();
             let vms = rig.sim.state().non_template_vmids().len();
             if left == 0 && vms == 0 && bootstrap_isos(&rig.sim) == 0 {
                 break Ok(deleting.elapsed().as_secs_f64());

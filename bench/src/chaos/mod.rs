@@ -23,8 +23,7 @@ use capmox_api::capi::ipam_claims::v1beta2::{IPAddress, IPAddressClaim};
 use capmox_api::capi::v1beta2::{Cluster, Machine};
 use capmox_api::v1alpha2::{ProxmoxCluster, ProxmoxMachine};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams};
 use kube::{Resource, ResourceExt};
 
 pub use plan::{Kill, faults, kills, steps, wave_sizes};
@@ -141,7 +140,7 @@ struct Progress {
 
 impl Progress {
     fn observe(&mut self, rig: &ChaosRig) {
-        for pm in rig.pms.state() {
+        for pm in rig.world.pms.state() {
             let name = pm.name_any();
             if pm.is_provisioned() {
                 self.provisioned.insert(name);
@@ -157,7 +156,7 @@ impl Progress {
 
 async fn soak(opts: &ChaosOptions, rig: &ChaosRig, report: &mut ChaosReport) -> Result<(), BenchError> {
     let mode = ManagerMode::Process(opts.manager_bin.clone());
-    create_cluster(rig).await?;
+    rig.world.create_cluster().await?;
     let mut manager = ManagerHandle::start(&mode, &rig.target).await?;
     wait_cluster_ready(rig).await?;
     rig.faults_on(opts.fault_rate);
@@ -197,7 +196,7 @@ async fn soak(opts: &ChaosOptions, rig: &ChaosRig, report: &mut ChaosReport) -> 
             deleting.len()
         ));
         let create = futures::stream::iter(creating.iter())
-            .map(|name| create_machine(rig, name))
+            .map(|name| rig.world.create_machine(name))
             .buffer_unordered(PARALLELISM)
             .try_collect::<Vec<()>>();
         let delete = futures::stream::iter(deleting.iter())
@@ -209,7 +208,7 @@ async fn soak(opts: &ChaosOptions, rig: &ChaosRig, report: &mut ChaosReport) -> 
         let deadline = Instant::now() + opts.step_timeout;
         loop {
             progress.observe(rig);
-            let present: BTreeSet<String> = rig.pms.state().iter().map(|pm| pm.name_any()).collect();
+            let present: BTreeSet<String> = rig.world.pms.state().iter().map(|pm| pm.name_any()).collect();
             for name in deleting {
                 if !present.contains(name) {
                     deleted.insert(name.clone());
@@ -317,6 +316,7 @@ async fn inventory(rig: &ChaosRig, report: &mut ChaosReport) -> Result<(), Bench
         .collect();
     let lp = ListParams::default();
     report.leaked_claims = rig
+        .world
         .api::<IPAddressClaim>()
         .list(&lp)
         .await
@@ -326,6 +326,7 @@ async fn inventory(rig: &ChaosRig, report: &mut ChaosReport) -> Result<(), Bench
         .map(ResourceExt::name_any)
         .collect();
     report.leaked_addresses = rig
+        .world
         .api::<IPAddress>()
         .list(&lp)
         .await
@@ -353,6 +354,7 @@ where
 {
     let kind = K::kind(&());
     let list = rig
+        .world
         .api::<K>()
         .list(&ListParams::default())
         .await
@@ -366,26 +368,12 @@ where
     Ok(())
 }
 
-async fn create_cluster(rig: &ChaosRig) -> Result<(), BenchError> {
-    let cluster = rig
-        .api::<Cluster>()
-        .create(&PostParams::default(), &objects::cluster())
-        .await
-        .map_err(BenchError::kube("creating the Cluster"))?;
-    let mut pc = objects::proxmox_cluster()?;
-    capmox_standins::capi::objects::set_cluster_owner(&mut pc.metadata, &cluster);
-    rig.api::<ProxmoxCluster>()
-        .create(&PostParams::default(), &pc)
-        .await
-        .map_err(BenchError::kube("creating the ProxmoxCluster"))?;
-    Ok(())
-}
-
 async fn wait_cluster_ready(rig: &ChaosRig) -> Result<(), BenchError> {
     let limit = Duration::from_secs(120);
     let deadline = Instant::now() + limit;
     loop {
         let c = rig
+            .world
             .api::<Cluster>()
             .get(CLUSTER)
             .await
@@ -408,26 +396,9 @@ async fn wait_cluster_ready(rig: &ChaosRig) -> Result<(), BenchError> {
     }
 }
 
-async fn create_machine(rig: &ChaosRig, name: &str) -> Result<(), BenchError> {
-    let pp = PostParams::default();
-    rig.api::<Secret>()
-        .create(&pp, &objects::bootstrap_secret(name))
-        .await
-        .map_err(BenchError::kube(format!("creating Secret {name}")))?;
-    let machine = rig
-        .api::<Machine>()
-        .create(&pp, &objects::machine(name))
-        .await
-        .map_err(BenchError::kube(format!("creating Machine {name}")))?;
-    rig.api::<ProxmoxMachine>()
-        .create(&pp, &objects::proxmox_machine(name, &machine)?)
-        .await
-        .map_err(BenchError::kube(format!("creating ProxmoxMachine {name}")))?;
-    Ok(())
-}
-
 async fn delete_machine(rig: &ChaosRig, name: &str) -> Result<(), BenchError> {
-    rig.api::<Machine>()
+    rig.world
+        .api::<Machine>()
         .delete(name, &DeleteParams::default())
         .await
         .map_err(BenchError::kube(format!("deleting Machine {name}")))?;
@@ -442,13 +413,20 @@ async fn delete_cluster(rig: &ChaosRig, limit: Duration) -> Result<(), BenchErro
         Err(e) => Err(e),
         Ok(_) => Ok(()),
     };
-    ignore_missing(rig.api::<Cluster>().delete(CLUSTER, &dp).await.map(|_| ()))
+    ignore_missing(rig.world.api::<Cluster>().delete(CLUSTER, &dp).await.map(|_| ()))
         .map_err(BenchError::kube("deleting the Cluster"))?;
-    ignore_missing(rig.api::<ProxmoxCluster>().delete(CLUSTER, &dp).await.map(|_| ()))
-        .map_err(BenchError::kube("deleting the ProxmoxCluster"))?;
+    ignore_missing(
+        rig.world
+            .api::<ProxmoxCluster>()
+            .delete(CLUSTER, &dp)
+            .await
+            .map(|_| ()),
+    )
+    .map_err(BenchError::kube("deleting the ProxmoxCluster"))?;
     let deadline = Instant::now() + limit;
     loop {
         let left = rig
+            .world
             .api::<ProxmoxCluster>()
             .get_opt(CLUSTER)
             .await

@@ -4,29 +4,19 @@
 
 use std::path::Path;
 
-use capmox_api::v1alpha2::ProxmoxMachine;
-use capmox_standins::StandIns;
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, PostParams};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
 use testenv::{ServerOptions, TestEnv, TestEnvOptions};
 
 use super::ChaosOptions;
 use crate::manager::ManagerTarget;
-use crate::objects::NAMESPACE;
-use crate::{BENCH_AGENT, BenchError, Profile, SCENARIO};
+use crate::world::World;
+use crate::{BenchError, Profile, SCENARIO};
 
 /// Everything a chaos run talks to besides the manager.
 pub(crate) struct ChaosRig {
     pub(crate) sim: pve_sim::SimServer,
     pub(crate) env: TestEnv,
-    pub(crate) client: kube::Client,
     pub(crate) target: ManagerTarget,
-    pub(crate) pms: Store<ProxmoxMachine>,
-    watch: tokio::task::JoinHandle<()>,
-    stand_ins: StandIns,
+    pub(crate) world: World,
 }
 
 impl ChaosRig {
@@ -60,30 +50,7 @@ impl ChaosRig {
                 .await?
             }
         };
-        let mut crds = capmox_api::crd::all().map_err(|e| BenchError::Manager(e.to_string()))?;
-        crds.extend(capmox_standins::crds::all().map_err(|e| BenchError::Manager(e.to_string()))?);
-        env.install_crds(crds).await?;
-        let client = crate::manager::kube_client(env.kubeconfig_path(), BENCH_AGENT).await?;
-        let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": NAMESPACE}}))?;
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .map_err(BenchError::kube("creating the namespace"))?;
-        let stand_ins = StandIns::spawn(client.clone(), Some(NAMESPACE.to_owned()));
-        let (pms, writer) = reflector::store::<ProxmoxMachine>();
-        let stream = reflector::reflector(
-            writer,
-            watcher(
-                Api::<ProxmoxMachine>::namespaced(client.clone(), NAMESPACE),
-                watcher::Config::default(),
-            ),
-        )
-        .default_backoff()
-        .applied_objects();
-        let watch = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while stream.next().await.is_some() {}
-        });
+        let world = World::start(&env).await?;
         let mut extra_args = vec!["--insecure-diagnostics=true".to_owned()];
         extra_args.extend(opts.manager_args.iter().cloned());
         let target = ManagerTarget {
@@ -98,11 +65,8 @@ impl ChaosRig {
         Ok(Self {
             sim,
             env,
-            client,
             target,
-            pms,
-            watch,
-            stand_ins,
+            world,
         })
     }
 
@@ -116,18 +80,9 @@ impl ChaosRig {
         self.sim.state().set_faults(pve_sim::FaultSpec::default());
     }
 
-    /// A namespaced API of the bench namespace.
-    pub(crate) fn api<K>(&self) -> Api<K>
-    where
-        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
-    {
-        Api::namespaced(self.client.clone(), NAMESPACE)
-    }
-
     /// Stops everything.
     pub(crate) async fn stop(self) {
-        self.watch.abort();
-        self.stand_ins.stop().await;
+        self.world.stop().await;
         self.sim.shutdown().await;
         drop(self.env);
     }
