@@ -716,20 +716,28 @@ async fn persist_meta(
     });
     let api: Api<ProxmoxMachine> =
         Api::namespaced(mc.ctx.client.clone(), &old.namespace().unwrap_or_default());
-    match api
+    let written = api
         .patch(&old.name_any(), &PatchParams::default(), &Patch::Merge(&body))
-        .await
-    {
+        .await;
+    remember_write(mc, old, written, "patching ProxmoxMachine")
+}
+
+/// Records a patch's result as this controller's latest copy (trimmed as the cache keeps it);
+/// a machine that is gone keeps `old`.
+fn remember_write(
+    mc: &MachineCtx,
+    old: &Arc<ProxmoxMachine>,
+    written: Result<ProxmoxMachine, kube::Error>,
+    action: &str,
+) -> Result<Arc<ProxmoxMachine>, MachineError> {
+    match written {
         Ok(mut written) => {
             watches::trim_meta(&mut written.metadata);
             mc.latest.record(written.clone());
             Ok(Arc::new(written))
         }
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(Arc::clone(old)),
-        Err(e) => Err(MachineError::kube(format!(
-            "patching ProxmoxMachine {}",
-            key(old)
-        ))(e)),
+        Err(e) => Err(MachineError::kube(format!("{action} {}", key(old)))(e)),
     }
 }
 
@@ -755,21 +763,10 @@ async fn persist_status(
     );
     let api: Api<ProxmoxMachine> =
         Api::namespaced(mc.ctx.client.clone(), &old.namespace().unwrap_or_default());
-    match api
+    let written = api
         .patch_status(&old.name_any(), &PatchParams::default(), &Patch::Merge(&body))
-        .await
-    {
-        Ok(mut written) => {
-            watches::trim_meta(&mut written.metadata);
-            mc.latest.record(written.clone());
-            Ok(Arc::new(written))
-        }
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Arc::clone(old)),
-        Err(e) => Err(MachineError::kube(format!(
-            "patching status of ProxmoxMachine {}",
-            key(old)
-        ))(e)),
-    }
+        .await;
+    remember_write(mc, old, written, "patching status of ProxmoxMachine")
 }
 
 /// The JSON merge patch (RFC 7396) that turns `old` into `new`: changed and added keys with their
