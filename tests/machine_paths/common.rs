@@ -112,6 +112,16 @@ pub(crate) async fn warnings(h: &Harness, name: &str, reason: &str) -> Vec<Event
         .collect()
 }
 
+/// Waits (up to 30 s) until at least one Warning event with `reason` regards `name`, and returns
+/// them: events are posted after the status write, so the condition can be seen first.
+pub(crate) async fn wait_warnings(h: &Harness, name: &str, reason: &str) -> Vec<Event> {
+    wait_for(30, &format!("{reason} warning on {name}"), || async {
+        let e = warnings(h, name, reason).await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await
+}
+
 /// Adds a non-template VM named `name` at `vmid` on pve1 directly in the simulator.
 pub(crate) fn foreign_vm(h: &Harness, vmid: u32, name: &str) {
     h.sim.state().with(|c| {

@@ -158,7 +158,7 @@ async fn failed_clone_task_is_reported_and_retried() {
         st.non_template_vmids().is_empty(),
         "the failed clone left nothing"
     );
-    assert!(!warnings(&h, "tf-m", "CloningFailed").await.is_empty());
+    assert!(!wait_warnings(&h, "tf-m", "CloningFailed").await.is_empty());
     st.set_faults(FaultSpec::default());
     let pm = h.wait_provisioned("tf-m", 60).await;
     assert!(st.request_count(CLONE) >= 2, "cloned again");
@@ -281,7 +281,7 @@ async fn start_task_failing_while_vm_runs_still_provisions() {
         .await;
     h.wait_provisioned("sfr-m", 60).await;
     assert_eq!(st.request_count(START), 1, "the running VM is not started again");
-    assert!(!warnings(&h, "sfr-m", "PoweringOnFailed").await.is_empty());
+    assert!(!wait_warnings(&h, "sfr-m", "PoweringOnFailed").await.is_empty());
     h.stop().await;
 }
 

@@ -362,7 +362,7 @@ async fn vmid_range_and_foreign_vm_at_reserved_vmid() {
     assert_eq!(vmid_of(&steal), 601, "moved to the next VMID of the range");
     assert_eq!(st.vm(600).unwrap(), intruder, "the foreign VM is untouched");
     assert_eq!(st.vm(310).unwrap(), before_310);
-    assert!(!warnings(&h, "rng-steal", "VMIDTaken").await.is_empty());
+    assert!(!wait_warnings(&h, "rng-steal", "VMIDTaken").await.is_empty());
     h.stop().await;
 }
 
@@ -557,7 +557,7 @@ async fn orphaned_ip_address_is_reused() {
     assert_eq!(addresses[1].address, "10.10.10.42");
     let tags = h.sim.state().vm(vmid_of(&pm)).unwrap().config["tags"].clone();
     assert!(tags.contains("ip_net0_10.10.10.42"), "{tags}");
-    assert!(!warnings(&h, "orph-m", "OrphanedIPAddress").await.is_empty());
+    assert!(!wait_warnings(&h, "orph-m", "OrphanedIPAddress").await.is_empty());
     h.stop().await;
 }
 
