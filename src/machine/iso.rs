@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use super::error::MachineError;
 use super::state::{IsoLocation, VmFacts};
+use super::view::writes::WriteKind;
 use super::view::{Freshness, ProxmoxView, Snapshot};
 use crate::bootstrap::{CLOUD_INIT_ISO_DEVICE, CLOUD_INIT_TAG, iso_file_name};
 use crate::proxmox::Upid;
@@ -42,9 +43,9 @@ pub async fn present(
     vmid: u32,
     fresh: Freshness,
 ) -> Result<bool, MachineError> {
-    // A listing read before this controller's last write to the VM (or before its last task
-    // ended) may not show what that did.
-    let fresh = fresh.after(view.last_write(vmid));
+    // A listing read before this controller's last write to the VM's storage (or before its
+    // last ISO task ended) may not show what that did.
+    let fresh = fresh.after(view.last_storage_write(vmid));
     Ok(view
         .isos(node, storage, fresh)
         .await?
@@ -119,7 +120,7 @@ pub async fn delete(view: &ProxmoxView, vmid: u32, iso: &IsoLocation) -> Result<
         .client()
         .delete_storage_volume(&iso.node, &iso.storage, &iso.volid)
         .await;
-    view.wrote(vmid);
+    view.wrote_kind(vmid, WriteKind::Storage);
     match result {
         Ok(Some(upid)) => {
             view.started(upid.as_str(), vmid);

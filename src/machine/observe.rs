@@ -15,6 +15,7 @@ use kube::ResourceExt;
 use super::error::MachineError;
 use super::state::{IpFacts, Power, TaskFacts, VmFacts, VmPresence};
 use super::view::watch::Expect;
+use super::view::writes::WriteKind;
 use super::view::{Freshness, ProxmoxView, Snapshot};
 use crate::bootstrap::{CLOUD_INIT_TAG, iso_file_name};
 use crate::ipam;
@@ -144,9 +145,14 @@ pub async fn task_look(
         && !seen
         && let Some(vmid) = vmid
     {
-        // The task ended after the shared list was read: later looks need a newer one (not
-        // when that list already showed the task's effect).
-        view.wrote(vmid);
+        // The task ended after the listing was read: later looks need a newer one (not when that
+        // listing already showed the task's effect; not for tasks no listing shows).
+        let kind = if effect_seen.is_some() {
+            WriteKind::Storage
+        } else {
+            WriteKind::of_task(&upid.task_type)
+        };
+        view.wrote_kind(vmid, kind);
     }
     Ok(Some(look(facts)))
 }
@@ -263,8 +269,20 @@ async fn look_in(
         presence,
         booted: None,
     };
-    let Some(r) = snap.vm(vmid) else {
+    let Some(listed) = snap.vm(vmid) else {
         return Ok(none(VmPresence::Missing));
+    };
+    // Tags this controller wrote after the list was read are known without reading it again.
+    let overlaid;
+    let r = match view.tags_written_after(vmid, at) {
+        Some(tags) => {
+            overlaid = ClusterResource {
+                tags: Some(tags).filter(|t| !t.is_empty()),
+                ..listed.clone()
+            };
+            &overlaid
+        }
+        None => listed,
     };
     let Some(node) = r.node.clone() else {
         return Ok(none(VmPresence::Missing));

@@ -102,7 +102,7 @@ async fn iso_task_effect(
     if !iso::is_iso_task(&upid.task_type) {
         return Ok((None, None));
     }
-    let fresh = fresh.after(inp.view.last_write(vmid));
+    // The ISO listings are read after the last storage write (`iso::present`).
     let at = iso_task_location(inp, pm, &upid, vmid, fresh).await?;
     let seen = match (&at, upid.task_type.as_str()) {
         (Some((node, storage)), "imgcopy") => iso::present(inp.view, node, storage, vmid, fresh).await?,

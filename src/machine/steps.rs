@@ -686,8 +686,8 @@ async fn remove_iso(env: &StepEnv<'_>) -> Result<StepResult, MachineError> {
                 "detaching the bootstrap ISO of VM {}",
                 vm.vmid
             )))?;
-        // The tags show in the shared list: later passes need a list read after this.
-        view.wrote(vm.vmid);
+        // The tags show in the shared list: they are laid over lists read before this write.
+        view.config_written(vm.vmid, &update);
     }
     // Nothing more is configured on this VM.
     view.forget_config(vm.vmid);

@@ -19,6 +19,7 @@ pub mod guests;
 pub mod shared;
 pub mod timing;
 pub mod watch;
+pub mod writes;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
@@ -121,7 +122,7 @@ pub struct ProxmoxView {
     resources: Arc<Shared<Snapshot>>,
     isos: Mutex<IsoListings>,
     configs: Mutex<HashMap<u32, CachedConfig>>,
-    writes: Mutex<HashMap<u32, Instant>>,
+    writes: Mutex<writes::Writes>,
     tasks: Mutex<HashMap<String, Instant>>,
     iso_at: Mutex<HashMap<u32, (String, String)>>,
     iso_deletions: Mutex<HashMap<u32, String>>,
@@ -242,20 +243,44 @@ impl ProxmoxView {
         Ok(list)
     }
 
-    /// Records a write to VM `vmid` (or to its storage): later passes need reads made after it.
+    /// Records a write to VM `vmid` that changed what the shared list shows (its existence, node
+    /// or power state — and with it possibly its storage): later passes need reads made after it.
     pub fn wrote(&self, vmid: u32) {
-        lock(&self.writes).insert(vmid, Instant::now());
+        self.wrote_kind(vmid, writes::WriteKind::Vm);
     }
 
-    /// When this controller last wrote to VM `vmid`.
+    /// Records a write of `kind` to VM `vmid`.
+    pub fn wrote_kind(&self, vmid: u32, kind: writes::WriteKind) {
+        lock(&self.writes).record(vmid, kind);
+    }
+
+    /// When this controller last changed what the shared list shows about VM `vmid`.
     pub fn last_write(&self, vmid: u32) -> Option<Instant> {
-        lock(&self.writes).get(&vmid).copied()
+        lock(&self.writes).last_vm(vmid)
+    }
+
+    /// When this controller last wrote to VM `vmid`'s storage (or changed the VM).
+    pub fn last_storage_write(&self, vmid: u32) -> Option<Instant> {
+        lock(&self.writes).last_storage(vmid)
+    }
+
+    /// The tags this controller set on VM `vmid` after a list read at `read_at`, if it did.
+    pub fn tags_written_after(&self, vmid: u32, read_at: Instant) -> Option<String> {
+        lock(&self.writes).tags_after(vmid, read_at)
+    }
+
+    /// Records that this controller wrote `update` to VM `vmid`'s config (successfully), outside
+    /// [`Self::config_updated`]: nothing the list shows goes stale, its tags are remembered.
+    pub fn config_written(&self, vmid: u32, update: &ConfigUpdate) {
+        lock(&self.writes).config(vmid, update);
     }
 
     /// Records that this controller started task `upid` now.
     pub fn started(&self, upid: &str, vmid: u32) {
         lock(&self.tasks).insert(upid.to_owned(), Instant::now());
-        self.wrote(vmid);
+        let kind = crate::proxmox::Upid::parse(upid)
+            .map_or(writes::WriteKind::Vm, |u| writes::WriteKind::of_task(&u.task_type));
+        self.wrote_kind(vmid, kind);
     }
 
     /// How long task `upid` has run: from when this controller started it, else from the start
@@ -309,7 +334,7 @@ impl ProxmoxView {
     /// This controller changed VM `vmid`'s config with `update` (successfully): the cached config
     /// follows when the result is predictable, else it is read again next time.
     pub fn config_updated(&self, vmid: u32, update: &ConfigUpdate) {
-        self.wrote(vmid);
+        self.config_written(vmid, update);
         let mut configs = lock(&self.configs);
         let applied = configs.get(&vmid).and_then(|c| applied(&c.config, update));
         match applied {
@@ -363,7 +388,7 @@ impl ProxmoxView {
         lock(&self.iso_at).remove(&vmid);
         lock(&self.iso_deletions).remove(&vmid);
         self.forget_config(vmid);
-        lock(&self.writes).remove(&vmid);
+        lock(&self.writes).forget(vmid);
         self.waits.remove(vmid);
         self.guests.set_pid(vmid, None);
     }
