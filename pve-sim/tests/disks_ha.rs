@@ -56,11 +56,16 @@ async fn config_post_allocates_disks_before_answering_and_destroy_frees_them() {
         .await;
     assert_eq!(r.status, 400);
     let r = sim
-        .post("/nodes/pve1/qemu/180/config", json!({"virtio2": "local-lvm:1,ssd=1"}))
+        .post(
+            "/nodes/pve1/qemu/180/config",
+            json!({"virtio2": "local-lvm:1,ssd=1"}),
+        )
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
     // Destroying the VM frees every volume, unused ones included.
-    let upid = sim.delete("/nodes/pve1/qemu/180?purge=1&destroy-unreferenced-disks=1").await;
+    let upid = sim
+        .delete("/nodes/pve1/qemu/180?purge=1&destroy-unreferenced-disks=1")
+        .await;
     assert_eq!(sim.wait_task(upid.json["data"].as_str().unwrap()).await, "OK");
     for storage in ["local-lvm", "shared"] {
         let content = sim
@@ -81,7 +86,10 @@ async fn ha_resources_update_and_check_their_group() {
     assert_eq!(r.status, 500);
     assert_eq!(r.json["message"], "HA group 'prod' does not exist\n");
     sim.server.state().add_ha_group("prod");
-    assert_eq!(sim.get("/cluster/ha/groups").await.json["data"][0]["group"], "prod");
+    assert_eq!(
+        sim.get("/cluster/ha/groups").await.json["data"][0]["group"],
+        "prod"
+    );
     let r = sim
         .post(
             "/cluster/ha/resources",
@@ -100,7 +108,11 @@ async fn ha_resources_update_and_check_their_group() {
     assert_eq!(r.status, 200, "{}", r.body);
     let got = sim.get("/cluster/ha/resources/vm:181").await.json["data"].clone();
     assert_eq!(
-        (got["state"].clone(), got["max_restart"].clone(), got["max_relocate"].clone()),
+        (
+            got["state"].clone(),
+            got["max_restart"].clone(),
+            got["max_relocate"].clone()
+        ),
         (json!("ignored"), json!(2), json!(3))
     );
     assert!(got.get("group").is_none(), "{got}");
