@@ -121,6 +121,23 @@ async fn additional_volumes_are_created_once_and_destroyed_with_the_vm() {
     assert!(h.sim.state().with(|c| c.vms[&vmid].booted_os));
     assert!(pm.status.unwrap().ha_resource.is_none());
 
+    // A storage Proxmox does not have: a clear condition, nothing allocated.
+    h.create_machine(
+        "disks",
+        "bad-storage",
+        false,
+        Some((CLOUD_CONFIG, Some("cloud-config"))),
+        json!({"disks": {"additionalVolumes": [{"disk": "scsi1", "sizeGb": 1, "storage": "nope"}]}}),
+    )
+    .await;
+    let bad = h.wait_reason("bad-storage", "AdditionalVolumesFailed", 60).await;
+    let message = bad
+        .condition("VirtualMachineProvisioned")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(message.contains("storage 'nope' does not exist"), "{message}");
+    h.delete_machine("bad-storage", 60).await;
+
     // Someone else makes the VM HA-managed: deletion keeps the `purge=1` path.
     h.sim.state().with(|c| {
         c.ha.insert(
