@@ -131,6 +131,34 @@ fn cloud_init_storage_and_network_config_format_survive_v1alpha1() {
 }
 
 #[test]
+fn additional_volumes_and_ha_survive_v1alpha1() {
+    let hub = machine_v2(json!({
+        "sourceNode": "pve1", "templateID": 100,
+        "disks": {"bootVolume": {"disk": "scsi0", "sizeGb": 20},
+                  "additionalVolumes": [{"disk": "scsi1", "sizeGb": 50, "storage": "ceph", "discard": true, "cache": "writeback"}]},
+        "ha": {"group": "g1", "state": "stopped", "maxRestart": 2},
+        "network": {"networkDevices": [{"name": "net0", "bridge": "vmbr0", "defaultIPv4": true, "defaultIPv6": true}]}
+    }));
+    let spoke = down(hub.clone());
+    assert_eq!(
+        spoke["spec"]["disks"],
+        json!({"bootVolume": {"disk": "scsi0", "sizeGb": 20}})
+    );
+    assert!(spoke["spec"].get("ha").is_none());
+    assert_eq!(up(spoke.clone()), hub);
+    // A v1alpha1 client edits the object: the edit wins, the v1alpha2-only fields come back.
+    let mut edited = spoke;
+    edited["spec"]["disks"]["bootVolume"]["sizeGb"] = json!(30);
+    let back = up(edited);
+    assert_eq!(back["spec"]["disks"]["bootVolume"]["sizeGb"], 30);
+    assert_eq!(
+        back["spec"]["disks"]["additionalVolumes"],
+        hub["spec"]["disks"]["additionalVolumes"]
+    );
+    assert_eq!(back["spec"]["ha"], hub["spec"]["ha"]);
+}
+
+#[test]
 fn network_config_format_defaults_to_capmox() {
     let spec: v1alpha2::ProxmoxMachineSpec =
         serde_json::from_value(json!({"network": {"networkDevices": []}})).expect("spec");

@@ -62,6 +62,28 @@ const ALLOWED_ADDITIONS: &[(&str, &str, &str)] = &[
         "spec.template.spec.networkConfigFormat",
         "same spec field in the template",
     ),
+    // capmox-rs: additional data disks (capmox #504) and Proxmox HA (capmox #216), issue 14.
+    (
+        "ProxmoxMachine v1alpha2",
+        "spec.disks.additionalVolumes",
+        "additional data disks",
+    ),
+    (
+        "ProxmoxMachineTemplate v1alpha2",
+        "spec.template.spec.disks.additionalVolumes",
+        "same spec field in the template",
+    ),
+    ("ProxmoxMachine v1alpha2", "spec.ha", "Proxmox HA resource"),
+    (
+        "ProxmoxMachineTemplate v1alpha2",
+        "spec.template.spec.ha",
+        "same spec field in the template",
+    ),
+    (
+        "ProxmoxMachine v1alpha2",
+        "status.haResource",
+        "the HA resource as applied",
+    ),
     // capmox-rs: template capacity and node info for the cluster-autoscaler (issue 14 item 6).
     (
         "ProxmoxMachineTemplate v1alpha2",

@@ -26,4 +26,4 @@ pub mod validate;
 pub use error::ApiError;
 pub use scenario::{CloudInitResult, EndpointFault, FaultSpec, GuestSpec, LatencySpec, Profile, Scenario};
 pub use server::{SimConfig, SimError, SimServer};
-pub use state::{Cluster, Leftovers, PowerState, SimState, VmView, VolumeRef};
+pub use state::{Cluster, HaResource, Leftovers, PowerState, SimState, VmView, VolumeRef};

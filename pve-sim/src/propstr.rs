@@ -252,6 +252,12 @@ pub fn check_drive(key: &str, value: &str) -> Result<(), String> {
         return Err(sub_err(key, "file", &format!("invalid volume '{file}'")));
     }
     for (k, v) in &props {
+        // Per-bus schemas: VirtIO block devices have no `ssd`, IDE and SATA no `iothread`.
+        let bus_lacks = (k == "ssd" && key.starts_with("virtio"))
+            || (k == "iothread" && (key.starts_with("sata") || key.starts_with("ide")));
+        if bus_lacks {
+            return Err(unknown(key, k));
+        }
         match k.as_str() {
             "size" => {
                 if !matches(&SIZE, v) {
@@ -726,6 +732,9 @@ mod tests {
     #[test]
     fn drive_values() {
         assert!(check_drive("scsi0", "local-lvm:vm-101-disk-0,iothread=1,size=32G").is_ok());
+        assert!(check_drive("scsi1", "local-lvm:4,ssd=1,iothread=1,discard=on,cache=writeback").is_ok());
+        assert!(check_drive("virtio1", "local-lvm:4,ssd=1").is_err());
+        assert!(check_drive("sata1", "local-lvm:4,iothread=1").is_err());
         assert!(check_drive("ide0", "local:iso/user-data-101.iso,media=cdrom").is_ok());
         assert_eq!(
             check_drive("ide0", "local:iso/user-data-101.iso").unwrap_err(),

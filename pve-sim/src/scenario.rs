@@ -43,6 +43,9 @@ pub struct Scenario {
     /// Resource pools. When empty, any `pool` parameter is accepted; otherwise unknown pools give 403.
     #[serde(default)]
     pub pools: Vec<String>,
+    /// HA groups (`/cluster/ha/groups`); an HA resource may only name one of these.
+    #[serde(default)]
+    pub ha_groups: Vec<String>,
     /// Users with their passwords and API tokens (default `root@pam` and `capmox@pve!capi`).
     #[serde(default = "default_users")]
     pub users: Vec<UserSpec>,
@@ -462,6 +465,7 @@ impl Default for Scenario {
                 ),
             ],
             pools: Vec::new(),
+            ha_groups: Vec::new(),
             users: vec![
                 UserSpec {
                     userid: "root@pam".to_string(),

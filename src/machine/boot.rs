@@ -162,6 +162,42 @@ pub fn boot_with_seed_iso(config: &VmConfig, iso_device: &str) -> Option<String>
     Some(format!("order={}", order.join(";")))
 }
 
+/// The disk the VM boots from: the first hard disk of its effective boot order, else `bootdisk`,
+/// else its first hard disk in PVE's order.
+pub fn boot_disk(config: &VmConfig) -> Option<String> {
+    let disks = hard_disks(config);
+    effective_order(config)
+        .into_iter()
+        .find(|d| disks.contains(d))
+        .or_else(|| {
+            config
+                .raw
+                .get("bootdisk")
+                .and_then(|v| v.as_str())
+                .map(str::trim)
+                .filter(|b| disks.iter().any(|d| d == b))
+                .map(str::to_owned)
+        })
+        .or_else(|| disks.first().cloned())
+}
+
+/// The `boot` value to write together with new (empty) data disks, or `None` when the VM's boot
+/// order already names its boot disk. A VM whose order reaches no disk gets PVE's first disk as
+/// boot disk when the seed ISO is attached; a new disk on an earlier bus or slot would take that
+/// place, so the current boot disk is pinned first.
+pub fn boot_before_new_disks(config: &VmConfig) -> Option<String> {
+    let disks = hard_disks(config);
+    let before = effective_order(config);
+    if before.iter().any(|d| disks.contains(d)) {
+        return None;
+    }
+    let first = boot_disk(config)?;
+    let order: Vec<String> = std::iter::once(first.clone())
+        .chain(before.into_iter().filter(|d| *d != first))
+        .collect();
+    Some(format!("order={}", order.join(";")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,6 +280,22 @@ mod tests {
             boot_with_seed_iso(&c, "ide0").as_deref(),
             Some("order=scsi0;net0")
         );
+    }
+
+    #[test]
+    fn new_disks_pin_the_boot_disk_only_when_the_order_reaches_none() {
+        let c = config(json!({
+            "virtio0": "local-lvm:vm-1-disk-0,size=1G",
+            "net0": "virtio,bridge=vmbr0",
+        }));
+        // No boot and no bootdisk: a new scsi1 would sort before virtio0.
+        assert_eq!(boot_disk(&c).as_deref(), Some("virtio0"));
+        assert_eq!(boot_before_new_disks(&c).as_deref(), Some("order=virtio0;net0"));
+        let c = with(json!({"boot": "order=scsi0;net0"}));
+        assert_eq!(boot_before_new_disks(&c), None);
+        assert_eq!(boot_disk(&c).as_deref(), Some("scsi0"));
+        let c = with(json!({"bootdisk": "scsi0"}));
+        assert_eq!(boot_before_new_disks(&c), None);
     }
 
     #[test]

@@ -192,12 +192,17 @@ pub async fn delete(inp: &DeleteInputs<'_>, pm: &mut ProxmoxMachine) -> Result<D
     if retry_after.is_none() && st.retry_after.is_some() {
         pm.status.get_or_insert_with(Default::default).retry_after = None;
     }
+    // Our HA resource: recorded, or asked for and listed (a crash may fall between the
+    // registration and its record).
+    let ha_ours = st.ha_resource.is_some()
+        || (pm.spec.ha.is_some() && matches!(&vm, VmPresence::Ours(v) if v.ha_managed));
     let facts = DeleteFacts {
         task,
         vm: vm.clone(),
         bootstrap_iso,
         claims_left: !claims.is_empty(),
         retry_after,
+        ha_ours,
     };
     let step = decide_delete(&facts);
     tracing::debug!(machine = %name, ?step, "next delete step");
@@ -267,6 +272,15 @@ pub async fn delete(inp: &DeleteInputs<'_>, pm: &mut ProxmoxMachine) -> Result<D
         {
             // The shared list was older than a change of the VM: look again with a fresh one.
             view.wrote(v.vmid);
+            Next::Now
+        }
+        (DeleteStep::RemoveHa { sid }, Some(view), Some(v)) => {
+            message = format!("removing HA resource {sid}");
+            let result = super::ha::delete(view.client(), sid).await;
+            // The VM's `hastate` in the shared list changes: the next pass reads a newer one.
+            view.wrote(v.vmid);
+            result.map_err(MachineError::proxmox(format!("removing HA resource {sid}")))?;
+            pm.status.get_or_insert_with(Default::default).ha_resource = None;
             Next::Now
         }
         (DeleteStep::StopVm, Some(view), Some(v)) => {

@@ -1,10 +1,11 @@
 //! What a machine's VM should look like before its first boot, and the difference to what Proxmox
 //! reports: the config options to send (`sockets`, `cores`, `memory`, `description`, `netN`,
-//! `tags`), the boot-disk resize and the IP tags still missing. Pure functions, no I/O.
+//! `tags`, new data disks), the boot-disk resize and the IP tags still missing. Pure functions, no
+//! I/O.
 
 use std::collections::BTreeSet;
 
-use capmox_api::v1alpha2::ProxmoxMachineSpec;
+use capmox_api::v1alpha2::{AdditionalVolume, ProxmoxMachineSpec};
 
 use crate::proxmox::types::{ConfigUpdate, NetDevice, VmConfig};
 
@@ -48,6 +49,8 @@ pub struct DesiredVm {
     pub tags: Vec<String>,
     /// Boot disk key and size in GiB.
     pub boot_disk: Option<(String, u64)>,
+    /// Additional data disks (`spec.disks.additionalVolumes`), in spec order.
+    pub volumes: Vec<AdditionalVolume>,
 }
 
 impl DesiredVm {
@@ -82,6 +85,11 @@ impl DesiredVm {
                 .as_ref()
                 .and_then(|d| d.boot_volume.as_ref())
                 .and_then(|b| Some((b.disk.clone(), u64::try_from(b.size_gb).ok()?))),
+            volumes: spec
+                .disks
+                .as_ref()
+                .and_then(|d| d.additional_volumes.clone())
+                .unwrap_or_default(),
         }
     }
 }
@@ -186,6 +194,81 @@ pub fn tags_without(current: &VmConfig, tag: &str) -> Vec<String> {
         .collect()
 }
 
+/// The config value that allocates `v` on `storage`: `<storage>:<GiB>` plus its drive options
+/// (PVE's allocation syntax; PVE stores it as `<storage>:vm-<vmid>-disk-<n>,…,size=<n>G`).
+pub fn volume_value(v: &AdditionalVolume, storage: &str) -> String {
+    let mut out = format!("{storage}:{}", v.size_gb);
+    if let Some(c) = v.cache {
+        out.push_str(&format!(",cache={}", c.as_str()));
+    }
+    if v.discard == Some(true) {
+        out.push_str(",discard=on");
+    }
+    if let Some(f) = v.format {
+        out.push_str(&format!(",format={}", f.as_str()));
+    }
+    if v.iothread == Some(true) {
+        out.push_str(",iothread=1");
+    }
+    if v.ssd == Some(true) {
+        out.push_str(",ssd=1");
+    }
+    out
+}
+
+/// The additional volumes the VM does not have yet, as config options (empty when every slot
+/// exists). The slot is a volume's identity: a slot the VM already has — created by an earlier
+/// pass whose answer was lost, or brought by the template — is never allocated again (PVE would
+/// turn the existing volume into `unusedN` and allocate a second one). When any volume is new,
+/// the boot disk is pinned in the boot order if the order names none (see
+/// [`super::boot::boot_before_new_disks`]). `Err` names a volume whose storage is unknown.
+pub fn new_volumes(desired: &DesiredVm, current: &VmConfig) -> Result<ConfigUpdate, String> {
+    let mut update = ConfigUpdate::new();
+    if let Some((boot, _)) = &desired.boot_disk
+        && desired.volumes.iter().any(|v| v.disk == *boot)
+    {
+        return Err(format!(
+            "additional volume {boot} uses the boot volume's disk slot; choose another slot"
+        ));
+    }
+    let missing: Vec<&AdditionalVolume> = desired
+        .volumes
+        .iter()
+        .filter(|v| !current.disks.contains_key(&v.disk))
+        .collect();
+    if missing.is_empty() {
+        return Ok(update);
+    }
+    // The boot volume's storage: the spec's boot volume, else the disk the VM boots from.
+    let boot_key = desired
+        .boot_disk
+        .as_ref()
+        .map(|(k, _)| k.clone())
+        .or_else(|| super::boot::boot_disk(current));
+    let boot_storage = boot_key
+        .and_then(|k| current.disks.get(&k))
+        .and_then(|d| d.storage())
+        .map(str::to_owned);
+    for v in missing {
+        let storage = v.storage.clone().or_else(|| boot_storage.clone()).ok_or_else(|| {
+            format!(
+                "additional volume {}: no storage given and the boot volume's storage is unknown; set spec.disks.additionalVolumes[].storage",
+                v.disk
+            )
+        })?;
+        update = update.set(v.disk.clone(), volume_value(v, &storage));
+    }
+    if let Some(boot) = super::boot::boot_before_new_disks(current) {
+        update = update.boot(boot);
+    }
+    // A config changed since it was read (e.g. by a write whose answer was lost) is refused by
+    // PVE instead of being written over.
+    if let Some(d) = &current.digest {
+        update = update.digest(d.clone());
+    }
+    Ok(update)
+}
+
 /// `(disk, GiB)` when the boot disk is smaller than the spec asks (disks only grow).
 pub fn boot_disk_resize(desired: &DesiredVm, current: &VmConfig) -> Option<(String, u64)> {
     let (disk, gib) = desired.boot_disk.as_ref()?;
@@ -265,6 +348,58 @@ mod tests {
             "no bridge in spec keeps the template's"
         );
         assert_eq!(boot_disk_resize(&d, &c), None);
+    }
+
+    #[test]
+    fn new_volumes_are_allocated_once_per_slot() {
+        let d = DesiredVm::from_spec(&spec(json!({
+            "disks": {"bootVolume": {"disk": "scsi0", "sizeGb": 20}, "additionalVolumes": [
+                {"disk": "scsi1", "sizeGb": 10, "discard": true, "ssd": true, "iothread": true,
+                 "cache": "writeback", "format": "qcow2"},
+                {"disk": "virtio2", "sizeGb": 5, "storage": "ceph"}
+            ]},
+            "network": {"networkDevices": [{"name": "net0"}]}
+        })));
+        let c = config(json!({
+            "scsi0": "local-lvm:vm-105-disk-0,size=20G", "boot": "order=scsi0;net0", "digest": "abc",
+            "net0": "virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr0"
+        }));
+        let u = new_volumes(&d, &c).unwrap();
+        let p = u.params();
+        assert_eq!(
+            p["scsi1"],
+            json!("local-lvm:10,cache=writeback,discard=on,format=qcow2,iothread=1,ssd=1")
+        );
+        assert_eq!(p["virtio2"], json!("ceph:5"));
+        assert_eq!(p["digest"], json!("abc"));
+        assert!(!p.contains_key("boot"), "the order already names scsi0");
+        // Once the slots exist (whatever their volume), nothing is allocated again.
+        let c = config(json!({
+            "scsi0": "local-lvm:vm-105-disk-0,size=20G", "scsi1": "local-lvm:vm-105-disk-1,size=10G",
+            "virtio2": "ceph:vm-105-disk-0,size=5G"
+        }));
+        assert!(new_volumes(&d, &c).unwrap().is_empty());
+    }
+
+    #[test]
+    fn new_volumes_need_a_storage_and_pin_the_boot_disk() {
+        let d = DesiredVm::from_spec(&spec(json!({
+            "disks": {"additionalVolumes": [{"disk": "scsi0", "sizeGb": 10}]},
+            "network": {"networkDevices": [{"name": "net0"}]}
+        })));
+        // The template boots virtio0 by PVE's default; scsi0 would sort before it.
+        let c = config(
+            json!({"virtio0": "zfs:vm-1-disk-0,size=8G", "net0": "virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr0"}),
+        );
+        let u = new_volumes(&d, &c).unwrap();
+        assert_eq!(u.params()["scsi0"], json!("zfs:10"));
+        assert_eq!(u.params()["boot"], json!("order=virtio0;net0"));
+        let err = new_volumes(&d, &config(json!({}))).unwrap_err();
+        assert!(err.contains("scsi0") && err.contains("storage"), "{err}");
+        let mut d = d;
+        d.boot_disk = Some(("scsi0".into(), 20));
+        let err = new_volumes(&d, &c).unwrap_err();
+        assert!(err.contains("boot volume"), "{err}");
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! * [`desired`]: what the VM's config should be and how it differs from Proxmox's;
 //! * [`template`], [`scheduling`], [`vmid`]: the pure placement rules applied before the clone;
 //! * [`view`]: what the controller knows about each Proxmox cluster (shared reads, waits, timing);
-//! * [`observe`], [`steps`], [`placement`], [`iso`], [`guest`], [`locations`]: the I/O around them;
+//! * [`observe`], [`steps`], [`placement`], [`iso`], [`guest`], [`ha`], [`locations`]: the I/O
+//!   around them;
 //! * [`caches`], [`latest`]: reads from the watch caches, with this controller's own writes;
 //! * [`reconcile::provision`] and [`delete::delete`]: one pass each, called by the controller.
 
@@ -15,6 +16,7 @@ pub mod delete;
 pub mod desired;
 pub mod error;
 pub mod guest;
+pub mod ha;
 pub mod iso;
 pub mod latest;
 pub mod locations;

@@ -208,6 +208,8 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
         node_joined: inp.machine.node_ref.is_some(),
         bootstrap_iso_attached: vm_facts.is_some_and(|v| observe::bootstrap_iso_attached(v.vmid, &v.config)),
         vm: vm.clone(),
+        ha: pm.spec.ha.clone(),
+        ha_applied: st.ha_resource.clone(),
     };
     let step = decide(&facts);
     tracing::debug!(machine = %name, ?step, "next step");

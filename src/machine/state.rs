@@ -10,16 +10,18 @@
 //! interrupted clone is adopted by VMID and name, and nothing is re-done once observed done.
 //!
 //! ```text
-//! ReserveVm → CloneVm → (task) → ConfigureVm → ResizeBootDisk → ClaimIpAddresses
-//!   → DeliverBootstrapData (upload, then one write: ISO + IP tags) → PowerOn → (task)
-//!   → CheckGuest (→ provisioned) → RemoveBootstrapIso → Idle
+//! ReserveVm → CloneVm → (task) → ConfigureVm (+ new data disks) → ResizeBootDisk
+//!   → ClaimIpAddresses → DeliverBootstrapData (upload, then one write: ISO + IP tags)
+//!   → PowerOn → (task) → ApplyHa (with spec.ha) → CheckGuest (→ provisioned)
+//!   → RemoveBootstrapIso → Idle
 //! ```
 
 use std::time::Duration;
 
 use capmox_api::v1alpha2 as reasons;
+use capmox_api::v1alpha2::{HaResourceStatus, HaSpec};
 
-use super::desired::{DesiredVm, boot_disk_resize, config_changes};
+use super::desired::{DesiredVm, boot_disk_resize, config_changes, new_volumes};
 use crate::ipam::ResolvedAddress;
 use crate::proxmox::types::{ConfigUpdate, VmConfig};
 
@@ -130,6 +132,10 @@ pub struct Facts {
     /// The bootstrap ISO of this VM is attached (ide0 points at `user-data-<vmid>.iso`), or the VM
     /// still carries the `go-proxmox+cloud-init` tag (an ISO may exist).
     pub bootstrap_iso_attached: bool,
+    /// `spec.ha`: the HA resource the VM should be.
+    pub ha: Option<HaSpec>,
+    /// `status.haResource`: the HA resource this controller applied.
+    pub ha_applied: Option<HaResourceStatus>,
 }
 
 /// Why the machine cannot make progress and what happens next.
@@ -198,6 +204,11 @@ pub enum Step {
     PowerOn,
     /// Resume the paused VM.
     Resume,
+    /// Register (or update) the VM as this HA resource after its first start; recorded in
+    /// `status.haResource`.
+    ApplyHa(HaResourceStatus),
+    /// `spec.ha` was removed: remove the VM's HA resource and forget it.
+    RemoveHa(HaResourceStatus),
     /// Check the guest agent and `cloud-init status`; when they pass (or are skipped) the machine
     /// is marked provisioned in the same pass.
     CheckGuest,
@@ -216,6 +227,8 @@ impl Step {
             Self::WaitForClusterInfrastructure => reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY_REASON,
             Self::WaitForBootstrapData => reasons::WAITING_FOR_BOOTSTRAP_DATA_REASON,
             Self::WaitForRetry(_)
+            | Self::ApplyHa(_)
+            | Self::RemoveHa(_)
             | Self::StayFailed
             | Self::PollTask
             | Self::HandleFailedTask { .. }
@@ -264,6 +277,8 @@ impl Step {
                 | Self::DeliverBootstrapData
                 | Self::PowerOn
                 | Self::Resume
+                | Self::ApplyHa(_)
+                | Self::RemoveHa(_)
                 | Self::RemoveBootstrapIso
         )
     }
@@ -328,6 +343,12 @@ pub fn decide(f: &Facts) -> Step {
     if let Some(lock) = vm.config.lock.as_deref().filter(|l| !l.is_empty()) {
         return Step::WaitForUnlock(lock.to_owned());
     }
+    // HA takes over a VM once it has run with our bootstrap data, and follows spec changes.
+    if (f.provisioned || (f.bootstrap_provided && vm.power != Power::Stopped))
+        && let Some(step) = ha_step(f, vm.vmid)
+    {
+        return step;
+    }
     if f.provisioned {
         return if f.node_joined && f.bootstrap_iso_attached {
             Step::RemoveBootstrapIso
@@ -338,7 +359,18 @@ pub fn decide(f: &Facts) -> Step {
     if !f.bootstrap_provided {
         // Shape the VM only while it has never run with our bootstrap data (no drift correction).
         if vm.power == Power::Stopped {
-            let update = config_changes(&f.desired, &vm.config);
+            let volumes = match new_volumes(&f.desired, &vm.config) {
+                Ok(v) => v,
+                Err(message) => {
+                    return Step::Fail(Failure {
+                        reason: reasons::ADDITIONAL_VOLUMES_FAILED_REASON,
+                        message,
+                        retry_after: Some(TASK_RETRY_DELAY),
+                    });
+                }
+            };
+            // New data disks go out in the same write as the other options.
+            let update = config_changes(&f.desired, &vm.config).merge(volumes);
             if !update.is_empty() {
                 return Step::ConfigureVm(update);
             }
@@ -365,6 +397,16 @@ pub fn decide(f: &Facts) -> Step {
     }
 }
 
+/// The HA step that brings Proxmox to `spec.ha` (`None`: it is there).
+fn ha_step(f: &Facts, vmid: u32) -> Option<Step> {
+    let wanted = f.ha.as_ref().map(|h| h.resource(vmid));
+    match (wanted, &f.ha_applied) {
+        (Some(w), applied) if applied.as_ref() != Some(&w) => Some(Step::ApplyHa(w)),
+        (None, Some(applied)) => Some(Step::RemoveHa(applied.clone())),
+        _ => None,
+    }
+}
+
 /// What the delete flow observed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeleteFacts {
@@ -379,6 +421,10 @@ pub struct DeleteFacts {
     /// `status.retryAfter` is still in the future by this much (a failed stop or destroy is not
     /// retried before; the rest of the cleanup does not wait).
     pub retry_after: Option<Duration>,
+    /// The VM is an HA resource of this machine (`status.haResource`, or `spec.ha` and Proxmox
+    /// lists the VM as HA-managed): it is removed from HA before the VM is stopped. A VM that
+    /// someone else made HA-managed is left to the destroy's `purge=1`.
+    pub ha_ours: bool,
 }
 
 /// Where a bootstrap ISO lives.
@@ -406,6 +452,11 @@ pub enum DeleteStep {
     WaitForUnlock(String),
     /// A task of the delete flow failed; wait this long before trying again.
     WaitForRetry(Duration),
+    /// Remove the VM's HA resource (so HA does not restart or relocate it while it goes away).
+    RemoveHa {
+        /// `vm:<vmid>`.
+        sid: String,
+    },
     /// Stop the running VM (hard stop; the machine is going away).
     StopVm,
     /// Destroy the stopped VM with `purge=1` (removes it from HA, backup jobs and replication).
@@ -438,6 +489,11 @@ pub fn decide_delete(f: &DeleteFacts) -> DeleteStep {
         // Only a stop or destroy is held back after a failure; cleanup without a VM is not.
         if let Some(left) = f.retry_after {
             return DeleteStep::WaitForRetry(left);
+        }
+        if f.ha_ours {
+            return DeleteStep::RemoveHa {
+                sid: format!("vm:{}", vm.vmid),
+            };
         }
         return match vm.power {
             Power::Running | Power::Paused => DeleteStep::StopVm,

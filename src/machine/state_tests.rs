@@ -85,6 +85,8 @@ fn facts() -> Facts {
         provisioned: false,
         node_joined: false,
         bootstrap_iso_attached: false,
+        ha: None,
+        ha_applied: None,
     }
 }
 
@@ -279,6 +281,7 @@ fn delete_facts() -> DeleteFacts {
         bootstrap_iso: None,
         claims_left: false,
         retry_after: None,
+        ha_ours: false,
     }
 }
 
@@ -375,4 +378,79 @@ fn a_terminal_failure_stays_until_the_machine_is_replaced() {
     assert_eq!(Step::StayFailed.reason(), None, "the failure condition is kept");
     f.failed_terminally = false;
     assert_eq!(decide(&f), Step::CheckGuest);
+}
+
+#[test]
+fn new_data_disks_go_out_with_the_config_and_only_once() {
+    let mut f = facts();
+    f.desired.volumes = vec![capmox_api::v1alpha2::AdditionalVolume {
+        disk: "scsi1".into(),
+        size_gb: 8,
+        ..Default::default()
+    }];
+    f.vm = vm(Power::Stopped, shaped_config());
+    let Step::ConfigureVm(update) = decide(&f) else {
+        panic!("expected ConfigureVm, got {:?}", decide(&f));
+    };
+    assert_eq!(update.params()["scsi1"], json!("local-lvm:8"));
+    // The slot exists (the write went through, even if its answer was lost): never again.
+    let mut cfg = shaped_config();
+    cfg.disks.insert(
+        "scsi1".into(),
+        crate::proxmox::types::DiskDevice::parse("local-lvm:vm-200-disk-1,size=8G").unwrap(),
+    );
+    f.vm = vm(Power::Stopped, cfg);
+    assert_eq!(decide(&f), Step::ClaimIpAddresses);
+    // No storage to put it on: a failure that is retried.
+    f.desired.boot_disk = None;
+    f.vm = vm(Power::Stopped, config(json!({"name": "m1"})));
+    f.desired.sockets = None;
+    f.desired.cores = None;
+    f.desired.memory_mib = None;
+    f.desired.nics.clear();
+    assert!(matches!(
+        decide(&f),
+        Step::Fail(Failure {
+            reason: reasons::ADDITIONAL_VOLUMES_FAILED_REASON,
+            retry_after: Some(_),
+            ..
+        })
+    ));
+}
+
+#[test]
+fn ha_is_applied_after_the_first_start_and_follows_the_spec() {
+    let mut f = facts();
+    f.ha = Some(capmox_api::v1alpha2::HaSpec::default());
+    f.ips = resolved();
+    // Before the first start: nothing to register yet.
+    f.vm = vm(Power::Stopped, shaped_config());
+    f.bootstrap_provided = true;
+    assert_eq!(decide(&f), Step::PowerOn);
+    f.vm = vm(Power::Running, shaped_config());
+    let wanted = capmox_api::v1alpha2::HaSpec::default().resource(200);
+    assert_eq!(decide(&f), Step::ApplyHa(wanted.clone()));
+    assert!(Step::ApplyHa(wanted.clone()).writes_to_proxmox());
+    f.ha_applied = Some(wanted.clone());
+    assert_eq!(decide(&f), Step::CheckGuest);
+    // A provisioned machine follows spec changes and a removed spec.
+    f.provisioned = true;
+    f.ha = Some(capmox_api::v1alpha2::HaSpec {
+        max_restart: Some(3),
+        ..Default::default()
+    });
+    assert!(matches!(decide(&f), Step::ApplyHa(r) if r.max_restart == 3));
+    f.ha = None;
+    assert_eq!(decide(&f), Step::RemoveHa(wanted));
+}
+
+#[test]
+fn delete_removes_our_ha_resource_before_stopping() {
+    let mut f = delete_facts();
+    f.vm = vm(Power::Running, shaped_config());
+    f.ha_ours = true;
+    assert_eq!(decide_delete(&f), DeleteStep::RemoveHa { sid: "vm:200".into() });
+    // HA-managed by someone else: stop and destroy with purge as before.
+    f.ha_ours = false;
+    assert_eq!(decide_delete(&f), DeleteStep::StopVm);
 }

@@ -123,7 +123,7 @@ pub struct StepEnv<'a> {
 }
 
 impl StepEnv<'_> {
-    fn vm(&self) -> Result<&VmFacts, MachineError> {
+    pub(super) fn vm(&self) -> Result<&VmFacts, MachineError> {
         self.vm
             .ok_or_else(|| MachineError::Invalid("the step needs the VM but it was not observed".into()))
     }
@@ -240,12 +240,28 @@ pub async fn execute(
         }
         Step::ConfigureVm(update) => {
             let vm = env.vm()?;
-            let upid = env
+            let upid = match env
                 .view
                 .client()
                 .update_vm_config(&vm.node, vm.vmid, update)
                 .await
-                .map_err(MachineError::proxmox(format!("configuring VM {}", vm.vmid)))?;
+            {
+                Ok(upid) => upid,
+                Err(e) => {
+                    // The write may have happened with its answer lost: the next pass reads the
+                    // config again instead of trusting the copy (a data disk is never allocated
+                    // twice: its slot then exists).
+                    env.view.forget_config(vm.vmid);
+                    if update.sets_disks() && !e.is_retryable() {
+                        return Ok(super::ha::warned(StepResult::failed(
+                            api::ADDITIONAL_VOLUMES_FAILED_REASON,
+                            format!("creating the additional volumes of VM {}: {e}", vm.vmid),
+                            Some(s.retry_delay),
+                        )));
+                    }
+                    return Err(MachineError::proxmox(format!("configuring VM {}", vm.vmid))(e));
+                }
+            };
             // The VM is stopped and the task applies exactly this: the cached config follows
             // (a failed task makes the next pass read it again).
             env.view.config_updated(vm.vmid, update);
@@ -287,6 +303,8 @@ pub async fn execute(
             .map_err(MachineError::proxmox(format!("starting VM {}", vm.vmid)))?;
             StepResult::next(record_task(pm, env, vm.vmid, &upid, None))
         }
+        Step::ApplyHa(wanted) => super::ha::apply(env, pm, wanted).await?,
+        Step::RemoveHa(applied) => super::ha::remove(env, pm, applied).await?,
         Step::CheckGuest => super::guest::check(env, pm).await?,
         Step::RemoveBootstrapIso => remove_iso(env).await?,
         Step::Fail(f) => {

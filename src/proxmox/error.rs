@@ -329,6 +329,8 @@ fn message_kind(message: &str) -> Option<ErrorClass> {
         || m.contains("unable to find configuration file")
         || m.contains("no such vm")
         || m.contains("no such task")
+        || m.contains("no such resource")
+        || m.contains("not ha managed")
     {
         Some(ErrorClass::NotFound)
     } else if m.contains("vm is locked")
@@ -337,7 +339,7 @@ fn message_kind(message: &str) -> Option<ErrorClass> {
         || m.contains("checksum mismatch")
     {
         Some(ErrorClass::Locked)
-    } else if m.contains("already exists") {
+    } else if m.contains("already exists") || m.contains("already defined") {
         Some(ErrorClass::AlreadyExists)
     } else if m.contains("qemu guest agent is not running")
         || (m.contains("qmp command 'guest-") && m.contains("got timeout"))

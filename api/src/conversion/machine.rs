@@ -25,6 +25,7 @@ pub fn spec_up(s: &v1alpha1::ProxmoxMachineSpec) -> v1alpha2::ProxmoxMachineSpec
         cloud_init_storage: None,
         description: s.description.clone(),
         disks: s.disks.as_ref().map(|d| v1alpha2::Storage {
+            additional_volumes: None,
             boot_volume: d.boot_volume.as_ref().map(|b| v1alpha2::DiskSize {
                 disk: b.disk.clone(),
                 size_gb: b.size_gb,
@@ -32,6 +33,7 @@ pub fn spec_up(s: &v1alpha1::ProxmoxMachineSpec) -> v1alpha2::ProxmoxMachineSpec
         }),
         format: s.format.map(format_up),
         full: s.full,
+        ha: None,
         memory_mib: s.memory_mib,
         metadata_settings: s.metadata_settings.as_ref().map(|m| v1alpha2::MetadataSettings {
             provider_id_injection: m.provider_id_injection.unwrap_or(false),
@@ -144,7 +146,8 @@ fn policy_down(p: v1alpha2::TemplateMatchPolicy) -> v1alpha1::TemplateMatchPolic
 }
 
 /// Restores hub-only machine spec data after the v1alpha1 object changed: the network extras,
-/// `cloudInitStorage` and `networkConfigFormat` (neither exists in v1alpha1).
+/// `cloudInitStorage`, `networkConfigFormat`, `disks.additionalVolumes` and `ha` (none of them
+/// exists in v1alpha1).
 fn restore_hub_spec(hub: &mut v1alpha2::ProxmoxMachineSpec, restored: &v1alpha2::ProxmoxMachineSpec) {
     restore_network(&mut hub.network, &restored.network);
     if hub.cloud_init_storage.is_none() {
@@ -152,6 +155,19 @@ fn restore_hub_spec(hub: &mut v1alpha2::ProxmoxMachineSpec, restored: &v1alpha2:
     }
     if hub.network_config_format.is_none() {
         hub.network_config_format = restored.network_config_format;
+    }
+    if hub.ha.is_none() {
+        hub.ha = restored.ha.clone();
+    }
+    if let Some(volumes) = restored
+        .disks
+        .as_ref()
+        .and_then(|d| d.additional_volumes.as_ref())
+    {
+        let disks = hub.disks.get_or_insert_with(Default::default);
+        if disks.additional_volumes.is_none() {
+            disks.additional_volumes = Some(volumes.clone());
+        }
     }
 }
 
@@ -172,6 +188,7 @@ pub fn status_up(s: &v1alpha1::ProxmoxMachineStatus) -> v1alpha2::ProxmoxMachine
         addresses: s.addresses.as_ref().map(|a| a.iter().map(address_up).collect()),
         bootstrap_data_provided: s.bootstrap_data_provided,
         conditions: conditions_up(&s.conditions),
+        ha_resource: None,
         initialization: ready_up(s.ready),
         ip_addresses: s.ip_addresses.as_ref().map(|map| {
             map.iter()
@@ -273,6 +290,9 @@ impl Body for MachineBody {
             hub.1 = restored.1.clone();
         } else if let (Some(status), Some(old)) = (hub.1.as_mut(), restored.1.as_ref()) {
             restore_hub_conditions(&mut status.conditions, &old.conditions);
+            if status.ha_resource.is_none() {
+                status.ha_resource = old.ha_resource.clone();
+            }
         }
     }
 

@@ -39,6 +39,10 @@ pub const WAITING_FOR_CLUSTER_API_MACHINE_ADDRESSES_REASON: &str = "WaitingForCl
 pub const VM_PROVISION_FAILED_REASON: &str = "VMProvisionFailed";
 /// Reason: a Proxmox task failed.
 pub const TASK_FAILED_REASON: &str = "TaskFailed";
+/// Reason: an additional data disk (`spec.disks.additionalVolumes`) could not be created.
+pub const ADDITIONAL_VOLUMES_FAILED_REASON: &str = "AdditionalVolumesFailed";
+/// Reason: the VM's Proxmox HA resource (`spec.ha`) could not be registered, updated or removed.
+pub const HA_CONFIGURATION_FAILED_REASON: &str = "HAConfigurationFailed";
 /// Reason: deleting the VM failed.
 pub const DELETION_FAILED_REASON: &str = "DeletionFailed";
 

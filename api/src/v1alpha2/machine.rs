@@ -73,6 +73,10 @@ pub struct ProxmoxMachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<TargetFileStorageFormat>,
 
+    /// Register the VM as a Proxmox HA resource after its first start (capmox #216).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha: Option<super::ha::HaSpec>,
+
     /// Whether to make a full clone (true, the default) or a linked clone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = true))]
@@ -228,6 +232,16 @@ pub enum TargetFileStorageFormat {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Storage {
+    /// Empty data disks created after the clone, before the first boot (the guest sees them by
+    /// bus and slot number, see the README); destroyed with the VM. A slot the VM already has
+    /// (the boot volume's, or one the template brings) is refused by the controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 30),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["disk"])
+    )]
+    pub additional_volumes: Option<Vec<super::volumes::AdditionalVolume>>,
+
     /// The boot disk; cannot be changed after creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-validations" = [

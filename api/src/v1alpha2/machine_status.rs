@@ -24,6 +24,10 @@ pub struct ProxmoxMachineStatus {
     #[schemars(schema_with = "super::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
 
+    /// The Proxmox HA resource this controller registered for the VM, as applied (`spec.ha`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha_resource: Option<super::ha::HaResourceStatus>,
+
     /// Initialization state for Cluster API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initialization: Option<InitializationStatus>,

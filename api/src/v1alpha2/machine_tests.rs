@@ -95,3 +95,50 @@ fn format_defaults_to_capmox_and_serialises_lowercase() {
             .is_none()
     );
 }
+
+#[test]
+fn additional_volumes_and_ha_are_validated_by_the_crd() {
+    let ok = spec_with(json!({
+        "disks": {"bootVolume": {"disk": "scsi0", "sizeGb": 20}, "additionalVolumes": [
+            {"disk": "scsi1", "sizeGb": 1, "storage": "local-lvm", "format": "raw", "discard": true,
+             "ssd": true, "iothread": true, "cache": "none"},
+            {"disk": "virtio0", "sizeGb": 100, "iothread": true},
+            {"disk": "sata5", "sizeGb": 2, "ssd": true}
+        ]},
+        "ha": {"group": "prod", "state": "ignored", "maxRestart": 0, "maxRelocate": 3}
+    }));
+    assert_eq!(errors(ok), Vec::<String>::new());
+    for (bad, field) in [
+        (
+            json!({"additionalVolumes": [{"disk": "ide1", "sizeGb": 1}]}),
+            "disk",
+        ),
+        (
+            json!({"additionalVolumes": [{"disk": "scsi31", "sizeGb": 1}]}),
+            "disk",
+        ),
+        (
+            json!({"additionalVolumes": [{"disk": "scsi1", "sizeGb": 0}]}),
+            "sizeGb",
+        ),
+        (
+            json!({"additionalVolumes": [{"disk": "scsi1", "sizeGb": 1, "cache": "fast"}]}),
+            "cache",
+        ),
+        (
+            json!({"additionalVolumes": [{"disk": "virtio1", "sizeGb": 1, "ssd": true}]}),
+            "ssd",
+        ),
+        (
+            json!({"additionalVolumes": [{"disk": "sata1", "sizeGb": 1, "iothread": true}]}),
+            "iothread",
+        ),
+    ] {
+        let errs = errors(spec_with(json!({"disks": bad})));
+        assert!(errs.iter().any(|e| e.contains(field)), "{bad}: {errs:?}");
+    }
+    let errs = errors(spec_with(json!({"ha": {"state": "enabled"}})));
+    assert!(errs.iter().any(|e| e.contains("spec.ha.state")), "{errs:?}");
+    let errs = errors(spec_with(json!({"ha": {"maxRestart": -1}})));
+    assert!(errs.iter().any(|e| e.contains("spec.ha.maxRestart")), "{errs:?}");
+}

@@ -9,21 +9,25 @@ mod cluster_template;
 mod common;
 mod conditions;
 mod defaults;
+mod ha;
 mod machine;
 mod machine_status;
 mod machine_template;
 mod network;
 pub mod schema;
+mod volumes;
 
 pub use cluster::*;
 pub use cluster_template::*;
 pub use common::*;
 pub use conditions::*;
 pub use defaults::{DEFAULT_GATEWAY_METRIC, DEFAULT_MEMORY_ADJUSTMENT, DEFAULT_NET_NAME};
+pub use ha::*;
 pub use machine::*;
 pub use machine_status::*;
 pub use machine_template::*;
 pub use network::*;
+pub use volumes::*;
 
 /// The API version string of this module's kinds.
 pub const API_VERSION: &str = "infrastructure.cluster.x-k8s.io/v1alpha2";

@@ -195,6 +195,14 @@ pub fn remove_rules(schema: &mut Schema, rules: &[&str]) {
     }
 }
 
+/// Disk slots an additional volume may use: `scsi0`–`scsi30`, `virtio0`–`virtio15`, `sata0`–`sata5`
+/// (Proxmox's bus limits; `ide` is left to CD-ROMs and the bootstrap ISO on `ide0`).
+pub const ADDITIONAL_VOLUME_DISK_PATTERN: &str =
+    r"^(scsi([0-9]|[12][0-9]|30)|virtio([0-9]|1[0-5])|sata[0-5])$";
+
+/// A Proxmox configuration id (`pve-configid`): HA group names, storage IDs.
+pub const PVE_CONFIG_ID_PATTERN: &str = r"^[a-zA-Z][a-zA-Z0-9_\-]*$";
+
 #[cfg(test)]
 mod tests {
     use super::*;

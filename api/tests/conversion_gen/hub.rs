@@ -264,10 +264,12 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
                 Just(h::NetworkConfigFormat::Capmox),
                 Just(h::NetworkConfigFormat::V2)
             ]),
+            opt(vec(hub_volume(), 1..3)),
+            opt(hub_ha()),
         )
             .boxed()
     } else {
-        Just((None, None)).boxed()
+        Just((None, None, None, None)).boxed()
     };
     (
         (
@@ -312,7 +314,7 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
                 (num_cores, num_sockets, pool, provider_id),
                 (snap_name, source_node, storage, tags, template_id, template_selector, virtual_machine_id),
                 range,
-                (cloud_init_storage, network_config_format),
+                (cloud_init_storage, network_config_format, additional_volumes, ha),
             )| h::ProxmoxMachineSpec {
                 allowed_nodes,
                 checks: checks.map(|(a, b)| h::ProxmoxMachineChecks {
@@ -321,9 +323,14 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
                 }),
                 cloud_init_storage,
                 description,
-                disks: disks.map(|d| h::Storage {
-                    boot_volume: d.map(|(disk, size_gb)| h::DiskSize { disk, size_gb }),
-                }),
+                disks: match (disks, additional_volumes) {
+                    (None, None) => None,
+                    (d, additional_volumes) => Some(h::Storage {
+                        additional_volumes,
+                        boot_volume: d.flatten().map(|(disk, size_gb)| h::DiskSize { disk, size_gb }),
+                    }),
+                },
+                ha,
                 format,
                 full,
                 memory_mib,
@@ -349,6 +356,56 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
                 }),
             },
         )
+        .boxed()
+}
+
+fn hub_volume() -> BoxedStrategy<h::AdditionalVolume> {
+    (
+        (0..30u32).prop_map(|n| format!("scsi{}", n + 1)),
+        1..500i32,
+        opt(word()),
+        opt(prop_oneof![
+            Just(h::TargetFileStorageFormat::Raw),
+            Just(h::TargetFileStorageFormat::Qcow2)
+        ]),
+        (opt(any::<bool>()), opt(any::<bool>()), opt(any::<bool>())),
+        opt(prop_oneof![
+            Just(h::DiskCache::None),
+            Just(h::DiskCache::Writeback)
+        ]),
+    )
+        .prop_map(
+            |(disk, size_gb, storage, format, (discard, ssd, iothread), cache)| h::AdditionalVolume {
+                disk,
+                size_gb,
+                storage,
+                format,
+                discard,
+                ssd,
+                iothread,
+                cache,
+            },
+        )
+        .boxed()
+}
+
+fn hub_ha() -> BoxedStrategy<h::HaSpec> {
+    (
+        opt(word()),
+        opt(prop_oneof![
+            Just(h::HaState::Started),
+            Just(h::HaState::Stopped),
+            Just(h::HaState::Ignored)
+        ]),
+        opt(0..5i32),
+        opt(0..5i32),
+    )
+        .prop_map(|(group, state, max_restart, max_relocate)| h::HaSpec {
+            group,
+            state,
+            max_restart,
+            max_relocate,
+        })
         .boxed()
 }
 
@@ -409,6 +466,12 @@ pub fn hub_machine_status(full: bool) -> BoxedStrategy<h::ProxmoxMachineStatus> 
             }),
         1..3,
     ));
+    // Hub-only: only `full` objects carry it.
+    let ha_resource = if full {
+        opt((100..9999u32, hub_ha()).prop_map(|(vmid, ha)| ha.resource(vmid))).boxed()
+    } else {
+        Just(None).boxed()
+    };
     (
         hub_addresses(),
         opt(any::<bool>()),
@@ -420,6 +483,7 @@ pub fn hub_machine_status(full: bool) -> BoxedStrategy<h::ProxmoxMachineStatus> 
         opt(time()),
         opt("UPID:[a-z0-9:]{5,12}"),
         opt(prop_oneof![Just("pending"), Just("ready")].prop_map(String::from)),
+        ha_resource,
     )
         .prop_map(
             |(
@@ -433,10 +497,12 @@ pub fn hub_machine_status(full: bool) -> BoxedStrategy<h::ProxmoxMachineStatus> 
                 retry_after,
                 task_ref,
                 vm_status,
+                ha_resource,
             )| h::ProxmoxMachineStatus {
                 addresses,
                 bootstrap_data_provided,
                 conditions,
+                ha_resource,
                 initialization,
                 ip_addresses,
                 network,

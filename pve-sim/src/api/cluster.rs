@@ -1,4 +1,5 @@
-//! `/version`, `/cluster/status`, `/cluster/resources`, `/cluster/nextid`, `/cluster/ha/resources`.
+//! `/version`, `/cluster/status`, `/cluster/resources`, `/cluster/nextid`, `/cluster/ha/resources`,
+//! `/cluster/ha/groups`.
 
 use serde_json::{Value, json};
 
@@ -231,6 +232,28 @@ pub fn ha_list(ctx: &Ctx, p: &Params) -> HandlerResult {
     })
 }
 
+/// `HA group '<g>' does not exist` (PVE checks the group on create and update).
+fn check_group(c: &Cluster, group: Option<&str>) -> Result<(), ApiError> {
+    match group {
+        Some(g) if !c.ha_groups.contains(g) => {
+            Err(ApiError::server(format!("HA group '{g}' does not exist")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `GET /cluster/ha/groups`.
+pub fn ha_groups(ctx: &Ctx, _p: &Params) -> HandlerResult {
+    ctx.state.with(|c| {
+        let items = c
+            .ha_groups
+            .iter()
+            .map(|g| json!({"group": g, "type": "group", "nodes": "", "digest": format!("{:040x}", crate::state::fnv64(g.as_bytes()))}))
+            .collect();
+        Ok(Reply::data(Value::Array(items)))
+    })
+}
+
 /// `POST /cluster/ha/resources`.
 pub fn ha_create(ctx: &Ctx, p: &Params) -> HandlerResult {
     let sid = p.str("sid").unwrap_or_default();
@@ -239,6 +262,7 @@ pub fn ha_create(ctx: &Ctx, p: &Params) -> HandlerResult {
         if !c.vms.contains_key(&vmid) {
             return Err(ApiError::server(format!("unable to find VM {vmid}")));
         }
+        check_group(c, p.str("group").as_deref())?;
         if c.ha.contains_key(&vmid) {
             return Err(ApiError::server(format!(
                 "resource ID 'vm:{vmid}' already defined"
@@ -265,6 +289,59 @@ pub fn ha_get(ctx: &Ctx, p: &Params) -> HandlerResult {
     ctx.state.with(|c| match c.ha.get(&vmid) {
         Some(h) => Ok(Reply::data(ha_json(h))),
         None => Err(ApiError::server(format!("no such resource 'vm:{vmid}'"))),
+    })
+}
+
+/// `PUT /cluster/ha/resources/{sid}`: updates the given settings, removes those in `delete`.
+pub fn ha_update(ctx: &Ctx, p: &Params) -> HandlerResult {
+    let vmid = parse_sid(&p.str("sid").unwrap_or_default())?;
+    let deletes: Vec<String> = p
+        .str("delete")
+        .map(|d| {
+            d.split([',', ';', ' '])
+                .filter(|x| !x.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    ctx.state.with(|c| {
+        check_group(c, p.str("group").as_deref())?;
+        let h =
+            c.ha.get_mut(&vmid)
+                .ok_or_else(|| ApiError::server(format!("no such resource 'vm:{vmid}'")))?;
+        if let Some(d) = p.str("digest")
+            && d != format!("{:040x}", crate::state::fnv64(h.sid.as_bytes()))
+        {
+            return Err(ApiError::server(
+                "detected modified configuration - file changed by other user? Try again.",
+            ));
+        }
+        for d in &deletes {
+            match d.as_str() {
+                "group" => h.group = None,
+                "comment" => h.comment = None,
+                "max_restart" => h.max_restart = 1,
+                "max_relocate" => h.max_relocate = 1,
+                "state" => h.state = "started".into(),
+                other => return Err(ApiError::server(format!("no such option '{other}'"))),
+            }
+        }
+        if let Some(s) = p.str("state") {
+            h.state = if s == "enabled" { "started".into() } else { s };
+        }
+        if let Some(g) = p.str("group") {
+            h.group = Some(g);
+        }
+        if let Some(n) = p.int("max_restart") {
+            h.max_restart = n;
+        }
+        if let Some(n) = p.int("max_relocate") {
+            h.max_relocate = n;
+        }
+        if let Some(cm) = p.str("comment") {
+            h.comment = Some(cm);
+        }
+        Ok(Reply::data(Value::Null))
     })
 }
 

@@ -366,6 +366,14 @@ fn apply_update(
         if vm.os_disks.contains(k) && vm.config.get(k).and_then(|old| volume(old)) != volume(v) {
             vm.os_disks.remove(k);
         }
+        // PVE keeps a replaced disk volume as `unusedN` (it is destroyed with the VM).
+        if let Some(old) = vm.config.get(k).and_then(|old| replaced_volume(k, old, v)) {
+            let n = (0..)
+                .find(|i| !vm.config.contains_key(&format!("unused{i}")))
+                .unwrap_or(0);
+            log.push(format!("update VM {vmid}: -unused{n} {old}"));
+            vm.config.insert(format!("unused{n}"), old);
+        }
     }
     for d in deletes {
         vm.os_disks.remove(d);
@@ -375,6 +383,7 @@ fn apply_update(
             vm.pending.insert(k, v);
         } else {
             log.push(format!("update VM {vmid}: -{k} {v}"));
+            vm.pending.remove(&k);
             vm.config.insert(k, v);
         }
     }
@@ -390,6 +399,31 @@ fn apply_update(
     }
     vm.touch();
     Ok(log)
+}
+
+/// The volume of disk `key`'s old value when `new` puts another volume there (`None` for
+/// CD-ROMs, empty drives and other keys).
+fn replaced_volume(key: &str, old: &str, new: &str) -> Option<String> {
+    if !crate::validate::is_disk_key(key) {
+        return None;
+    }
+    let old = propstr::to_map(old, Some("file"));
+    if old.get("media").is_some_and(|m| m == "cdrom") {
+        return None;
+    }
+    let file = old.get("file").filter(|f| f.contains(':'))?;
+    let new_file = propstr::to_map(new, Some("file")).get("file").cloned();
+    (new_file.as_ref() != Some(file)).then(|| file.clone())
+}
+
+/// Whether `value` asks PVE to allocate a new volume (`<storage>:<GiB>`).
+fn allocates(key: &str, value: &str) -> bool {
+    crate::validate::is_disk_key(key)
+        && propstr::parse(value, Some("file")).is_ok_and(|props| {
+            propstr::get(&props, "file")
+                .and_then(|f| f.split_once(':'))
+                .is_some_and(|(_, vol)| vol.parse::<f64>().is_ok())
+        })
 }
 
 struct Update {
@@ -507,6 +541,37 @@ pub fn config_post(ctx: &Ctx, p: &Params) -> HandlerResult {
                     format!("invalid bootorder: device '{dev}' does not exist'"),
                 ));
             }
+        }
+        Ok::<(), ApiError>(())
+    })?;
+    // Like PVE, new disks are allocated before the call returns and the config shows them as
+    // pending (its digest changes); the task applies them.
+    let mut u = u;
+    ctx.state.with(|c| {
+        for i in 0..u.changes.len() {
+            let (k, v) = u.changes[i].clone();
+            if !allocates(&k, &v) {
+                continue;
+            }
+            // Every volume the VM holds, so the new one gets a free `vm-<vmid>-disk-<n>`.
+            let known = c
+                .vm_on(&u.node, u.vmid)
+                .map(|vm| {
+                    let mut all = vm.config.clone();
+                    all.extend(
+                        vm.pending
+                            .iter()
+                            .map(|(pk, pv)| (format!("pending-{pk}"), pv.clone())),
+                    );
+                    all
+                })
+                .unwrap_or_default();
+            let allocated = normalise(c, &u.node, u.vmid, &k, &v, &known)?;
+            if let Some(vm) = c.vm_on_mut(&u.node, u.vmid) {
+                vm.pending.insert(k.clone(), allocated.clone());
+                vm.touch();
+            }
+            u.changes[i].1 = allocated;
         }
         Ok::<(), ApiError>(())
     })?;

@@ -108,6 +108,23 @@ spec!(
     ]
 );
 spec!(v_ha_sid, [req("sid", Rule::Str(None))]);
+spec!(
+    v_ha_update,
+    [
+        req("sid", Rule::Str(None)),
+        opt(
+            "state",
+            Rule::Enum(&["started", "stopped", "enabled", "disabled", "ignored"])
+        ),
+        opt("group", Rule::ConfigId),
+        opt("max_restart", Rule::Int(Some(0), None)),
+        opt("max_relocate", Rule::Int(Some(0), None)),
+        opt("comment", Rule::Str(Some(4096))),
+        opt("delete", Rule::Str(Some(4096))),
+        opt("digest", Rule::Str(Some(64))),
+        opt("type", Rule::Enum(&["ct", "vm"])),
+    ]
+);
 spec!(v_node, [NODE]);
 spec!(v_qemu_list, [NODE, opt("full", Rule::Bool)]);
 spec!(v_vm, [NODE, VMID]);
@@ -370,6 +387,13 @@ pub fn route(method: &str, segs: &[&str]) -> Option<Route> {
             v_ha_sid,
             vec![("sid", s(sid))],
         ),
+        ("PUT", ["cluster", "ha", "resources", sid]) => mk(
+            "PUT /cluster/ha/resources/{sid}",
+            cl::ha_update,
+            v_ha_update,
+            vec![("sid", s(sid))],
+        ),
+        ("GET", ["cluster", "ha", "groups"]) => mk("GET /cluster/ha/groups", cl::ha_groups, v_none, vec![]),
         ("DELETE", ["cluster", "ha", "resources", sid]) => mk(
             "DELETE /cluster/ha/resources/{sid}",
             cl::ha_delete,

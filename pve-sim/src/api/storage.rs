@@ -68,13 +68,18 @@ fn image_volumes(c: &Cluster, node: &str, st: &Storage) -> Vec<(String, u64, u32
         if !st.shared && vm.node != node {
             continue;
         }
-        for (k, v) in &vm.config {
+        // Pending values count too: PVE allocates a new disk before it is applied.
+        let mut seen = std::collections::BTreeSet::new();
+        for (k, v) in vm.config.iter().chain(&vm.pending) {
             if !crate::validate::is_disk_key(k) && propstr::family(k) != Some("unused") {
                 continue;
             }
             let m = propstr::to_map(v, Some("file"));
             let Some(file) = m.get("file") else { continue };
-            if file.starts_with(&format!("{}:", st.name)) && !file.contains(":iso/") {
+            if file.starts_with(&format!("{}:", st.name))
+                && !file.contains(":iso/")
+                && seen.insert(file.clone())
+            {
                 let size = m
                     .get("size")
                     .and_then(|s| propstr::parse_size(s))

@@ -178,6 +178,8 @@ pub struct Cluster {
     pub active_local_clones: BTreeMap<(String, String), u32>,
     /// Known pools (`None`: any pool name is accepted).
     pub pools: Option<BTreeSet<String>>,
+    /// HA groups.
+    pub ha_groups: BTreeSet<String>,
     /// While true, tasks do not complete (tests use this to observe in-flight state).
     pub tasks_held: bool,
     /// Wakes held tasks when they are released.
@@ -312,6 +314,7 @@ impl Cluster {
             } else {
                 Some(scenario.pools.iter().cloned().collect())
             },
+            ha_groups: scenario.ha_groups.iter().cloned().collect(),
             tasks_held: false,
             task_release: Arc::new(tokio::sync::Notify::new()),
             clone_history: Vec::new(),
@@ -571,6 +574,16 @@ impl SimState {
     /// SIDs of HA resources.
     pub fn ha_resources(&self) -> Vec<String> {
         self.with(|c| c.ha.values().map(|h| h.sid.clone()).collect())
+    }
+
+    /// The HA resource of VM `vmid`, if it is one.
+    pub fn ha_resource(&self, vmid: u32) -> Option<HaResource> {
+        self.with(|c| c.ha.get(&vmid).cloned())
+    }
+
+    /// Adds an HA group (as `POST /cluster/ha/groups` would).
+    pub fn add_ha_group(&self, group: &str) {
+        self.with(|c| c.ha_groups.insert(group.to_owned()));
     }
 
     /// Status of a task: `None` while running or unknown, `Some(exitstatus)` once stopped.

@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod cluster;
+pub mod ha;
 pub mod nodes;
 pub mod power;
 pub mod snapshot;

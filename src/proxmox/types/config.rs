@@ -444,6 +444,19 @@ impl ConfigUpdate {
         self.set("digest", digest.into())
     }
 
+    /// This update plus every parameter of `other` (`other` wins on a key both set).
+    pub fn merge(mut self, other: ConfigUpdate) -> Self {
+        self.params.extend(other.params);
+        self
+    }
+
+    /// Whether the update sets a disk slot to a volume (not a CD-ROM), i.e. may allocate a disk.
+    pub fn sets_disks(&self) -> bool {
+        self.params
+            .iter()
+            .any(|(k, v)| is_disk_key(k) && v.as_str().is_some_and(|s| !s.contains("media=cdrom")))
+    }
+
     /// Whether no parameter is set (PVE rejects empty updates).
     pub fn is_empty(&self) -> bool {
         self.params.is_empty()
@@ -603,6 +616,10 @@ mod tests {
                    "ide0":"none,media=cdrom","boot":"order=scsi0;ide0","delete":"ide2,net1","digest":"d"})
         );
         assert!(!u.is_empty() && ConfigUpdate::new().is_empty());
+        assert!(!u.sets_disks());
+        let u = u.merge(ConfigUpdate::new().set("scsi1", "local-lvm:4").cores(2));
+        assert!(u.sets_disks());
+        assert_eq!(u.params()["cores"], json!(2));
     }
 
     proptest::proptest! {

@@ -1,0 +1,72 @@
+//! Proxmox HA resources (`/cluster/ha/resources`) and groups (`/cluster/ha/groups`).
+
+use serde::{Deserialize, Serialize};
+
+/// `POST /cluster/ha/resources` and `PUT /cluster/ha/resources/{sid}` parameters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HaResourceRequest {
+    /// `vm:<vmid>` (create only; the update takes it in the path).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sid: Option<String>,
+    /// HA group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// `started`, `stopped`, `ignored`, …
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Restarts on the same node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_restart: Option<u32>,
+    /// Relocations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_relocate: Option<u32>,
+    /// Options to remove (update only), e.g. `group`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delete: Option<String>,
+}
+
+/// One entry of `GET /cluster/ha/resources` (only `sid` is guaranteed).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct HaResource {
+    /// `vm:<vmid>`.
+    pub sid: String,
+    /// Requested state.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// HA group.
+    #[serde(default)]
+    pub group: Option<String>,
+}
+
+/// One entry of `GET /cluster/ha/groups`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct HaGroup {
+    /// Group id.
+    pub group: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn requests_leave_out_what_is_unset() {
+        let r = HaResourceRequest {
+            sid: Some("vm:101".into()),
+            state: Some("started".into()),
+            max_restart: Some(1),
+            max_relocate: Some(2),
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            json!({"sid": "vm:101", "state": "started", "max_restart": 1, "max_relocate": 2})
+        );
+        let e: Vec<HaResource> = serde_json::from_value(
+            json!([{"sid": "vm:1", "state": "started", "type": "vm", "max_restart": 1}]),
+        )
+        .unwrap();
+        assert_eq!(e[0].state.as_deref(), Some("started"));
+    }
+}
