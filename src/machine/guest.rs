@@ -156,6 +156,14 @@ pub async fn check(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRes
         .unwrap_or_else(|| Instant::now() - Duration::from_secs(vm.uptime_secs));
     let agent_late = "the QEMU guest agent did not start";
     let mut warning = None;
+    if !skip_agent
+        && let Some(wait) = env
+            .view
+            .guests
+            .too_early(Duration::from_secs(vm.uptime_secs), s.guest_poll)
+    {
+        return Ok(StepResult::next(Next::After(wait)).with_message("waiting for the QEMU guest agent"));
+    }
     if !skip_agent && skip_cloud_init {
         match env.view.client().agent_os_info(&vm.node, vm.vmid).await {
             Ok(_) => {}

@@ -18,6 +18,8 @@ pub const SCOUTS: usize = 2;
 const ALPHA: f64 = 0.3;
 /// A waiting machine that is no scout and has nothing learned yet looks after this many polls.
 const FALLBACK_POLLS: u32 = 6;
+/// While nothing is learned, a guest is first looked at after it has been up this many polls.
+pub const FIRST_LOOK_POLLS: u32 = 2;
 
 #[derive(Debug, Default)]
 struct State {
@@ -103,6 +105,14 @@ impl Guests {
         order.iter().take(SCOUTS).any(|(_, m)| *m == machine)
     }
 
+    /// How much longer a guest up for `uptime` should be left alone before its first look: guest
+    /// agents need a few seconds after boot, so while nothing is learned about this cluster's
+    /// guests the first look waits until the guest has been up for [`FIRST_LOOK_POLLS`] polls.
+    pub fn too_early(&self, uptime: Duration, poll: Duration) -> Option<Duration> {
+        let first = poll * FIRST_LOOK_POLLS;
+        (self.lock().done_after.is_none() && uptime < first).then(|| first - uptime)
+    }
+
     /// Whether a guest up for `uptime` is probably done (guests of this cluster were, by then).
     pub fn likely_done(&self, uptime: Duration) -> bool {
         self.lock().done_after.is_some_and(|d| uptime >= d.mul_f64(0.95))
@@ -153,6 +163,7 @@ mod tests {
         assert_eq!(names, vec!["b", "c"], "booted within one poll of the scout");
         // Something was learned: a later machine first looks when it has been up that long.
         let e = g.next_check(&m("e"), Instant::now(), poll);
+        assert_eq!(g.too_early(Duration::ZERO, poll), None, "learned: no first-look delay");
         assert!(e >= poll, "{e:?}");
         g.forget(&m("b"));
         g.forget(&m("c"));
@@ -163,6 +174,9 @@ mod tests {
         assert!(g.should_look(&m("s2"), t, Duration::ZERO), "second is a scout");
         assert!(!g.should_look(&m("x"), t, Duration::ZERO), "third waits");
         assert!(g.should_look(&m("x"), t, Duration::ZERO), "its next check looks");
+        let poll = Duration::from_secs(5);
+        assert_eq!(g.too_early(Duration::from_secs(3), poll), Some(Duration::from_secs(7)));
+        assert_eq!(g.too_early(Duration::from_secs(10), poll), None);
         g.set_pid(200, Some(7));
         assert_eq!(g.pid(200), Some(7));
         g.set_pid(200, None);
