@@ -65,6 +65,11 @@ impl NetworkSpec {
     pub fn zone_or_default(&self) -> &str {
         self.zone.as_deref().unwrap_or(DEFAULT_ZONE)
     }
+
+    /// Some NIC learns an address by DHCP or SLAAC (from the guest agent, not from IPAM).
+    pub fn uses_dynamic_addresses(&self) -> bool {
+        self.network_devices.iter().any(NetworkDevice::uses_dynamic_addresses)
+    }
 }
 
 impl NetworkDevice {
@@ -76,6 +81,26 @@ impl NetworkDevice {
     /// NIC model (default `virtio`).
     pub fn model_or_default(&self) -> NetworkModel {
         self.model.unwrap_or_default()
+    }
+
+    /// The guest gets this NIC's IPv4 address by DHCP (`ipv4: dhcp`).
+    pub fn dhcp4(&self) -> bool {
+        self.ipv4 == Some(super::Ipv4Mode::Dhcp)
+    }
+
+    /// The guest gets this NIC's IPv6 address by DHCPv6 (`ipv6: dhcp`).
+    pub fn dhcp6(&self) -> bool {
+        self.ipv6 == Some(super::Ipv6Mode::Dhcp)
+    }
+
+    /// The guest configures this NIC's IPv6 address from router advertisements (`ipv6: slaac`).
+    pub fn slaac(&self) -> bool {
+        self.ipv6 == Some(super::Ipv6Mode::Slaac)
+    }
+
+    /// Some address of this NIC is not static (DHCP or SLAAC): it is learnt from the guest agent.
+    pub fn uses_dynamic_addresses(&self) -> bool {
+        self.dhcp4() || self.dhcp6() || self.slaac()
     }
 }
 
