@@ -169,12 +169,18 @@ fn is_allowed(d: &Difference) -> bool {
     }
     if d.path == "spec" {
         let replaced = |p: &str| p == d.pair.as_str();
-        if let Some(rule) = d.what.strip_prefix("x-kubernetes-validations: rule missing in ours: ") {
+        if let Some(rule) = d
+            .what
+            .strip_prefix("x-kubernetes-validations: rule missing in ours: ")
+        {
             return ALLOWED_RULE_CHANGES
                 .iter()
                 .any(|(pair, r, _)| replaced(pair) && *r == rule);
         }
-        if let Some(rule) = d.what.strip_prefix("x-kubernetes-validations: rule only in ours: ") {
+        if let Some(rule) = d
+            .what
+            .strip_prefix("x-kubernetes-validations: rule only in ours: ")
+        {
             let ours = serde_json::json!({
                 "message": capmox_api::v1alpha2::RULE_CLUSTER_IP_CONFIG_MESSAGE,
                 "rule": capmox_api::v1alpha2::RULE_CLUSTER_IP_CONFIG,

@@ -68,7 +68,9 @@ impl NetworkSpec {
 
     /// Some NIC learns an address by DHCP or SLAAC (from the guest agent, not from IPAM).
     pub fn uses_dynamic_addresses(&self) -> bool {
-        self.network_devices.iter().any(NetworkDevice::uses_dynamic_addresses)
+        self.network_devices
+            .iter()
+            .any(NetworkDevice::uses_dynamic_addresses)
     }
 }
 
