@@ -213,7 +213,13 @@ pub async fn check(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRes
     let agent_late = "the QEMU guest agent did not start";
     let mut warning = None;
     // NICs on DHCP/SLAAC: their addresses come from the agent, looked at with the guest checks.
-    let nics = dynamic::dynamic_nics(&pm.spec, &vm.config);
+    let nics = if pm.spec.network.uses_dynamic_addresses() {
+        // The MACs are in the full config (read once, cached by the view).
+        let config = env.view.config(&vm.node, vm.vmid).await?;
+        dynamic::dynamic_nics(&pm.spec, config.as_deref().unwrap_or(&vm.config))
+    } else {
+        Vec::new()
+    };
     let wants_addresses = !nics.is_empty() && !skip_agent;
     let mut learnt = Vec::new();
     if !skip_agent && skip_cloud_init {
