@@ -245,18 +245,6 @@ pub fn desired_claims(
     Ok(out)
 }
 
-/// Whether the spec defines `zone` without any IP pool (DHCP-only: the default zone without
-/// `ipv4Config`/`ipv6Config`, or a `zoneConfig` entry without either).
-fn zone_without_pools(spec: &v1alpha2::ProxmoxClusterSpec, zone: &str) -> bool {
-    if zone == DEFAULT_ZONE {
-        return spec.ipv4_config.is_none() && spec.ipv6_config.is_none();
-    }
-    spec.zone_config
-        .iter()
-        .flatten()
-        .any(|z| z.zone == zone && z.ipv4_config.is_none() && z.ipv6_config.is_none())
-}
-
 /// The zone's default pool of `family` (`None` when the zone has none of that family).
 fn default_pool(
     cluster: &ProxmoxCluster,
@@ -272,7 +260,7 @@ fn default_pool(
         .find(|z| z.zone.as_deref().unwrap_or(DEFAULT_ZONE) == zone);
     let Some(entry) = entry else {
         // A zone the spec gives no pool at all (a DHCP-only cluster) never gets one.
-        if zone_without_pools(&cluster.spec, zone) {
+        if cluster.spec.zone_without_pools(zone) {
             return Ok(None);
         }
         return Err(IpamError::ZoneNotFound(zone.to_owned()));

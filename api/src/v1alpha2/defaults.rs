@@ -60,6 +60,20 @@ impl TemplateSelector {
     }
 }
 
+impl ProxmoxClusterSpec {
+    /// Whether the spec defines `zone` without any IP pool (a DHCP-only zone): the default zone
+    /// without `ipv4Config`/`ipv6Config`, or a `zoneConfig` entry without either.
+    pub fn zone_without_pools(&self, zone: &str) -> bool {
+        if zone == DEFAULT_ZONE {
+            return self.ipv4_config.is_none() && self.ipv6_config.is_none();
+        }
+        self.zone_config
+            .iter()
+            .flatten()
+            .any(|z| z.zone == zone && z.ipv4_config.is_none() && z.ipv6_config.is_none())
+    }
+}
+
 impl NetworkSpec {
     /// Zone whose default pools the machine uses (default `default`).
     pub fn zone_or_default(&self) -> &str {
