@@ -185,7 +185,14 @@ pub fn desired_claims(
     for (device_index, nic) in machine.spec.network.network_devices.iter().enumerate() {
         let net = nic.name_or_default();
         let mut pools: Vec<(IpPoolReference, Option<IpFamily>)> = Vec::new();
-        for (wanted, family) in [(nic.default_ipv4, IpFamily::V4), (nic.default_ipv6, IpFamily::V6)] {
+        // A family the NIC gets by DHCP/SLAAC (capmox-rs) claims no default pool, even though
+        // capmox's defaulting webhook sets `defaultIPv4`/`defaultIPv6` on every `net0`.
+        let static4 = !nic.dhcp4();
+        let static6 = !nic.dhcp6() && !nic.slaac();
+        for (wanted, family) in [
+            (nic.default_ipv4.filter(|_| static4), IpFamily::V4),
+            (nic.default_ipv6.filter(|_| static6), IpFamily::V6),
+        ] {
             // As capmox: the zone's default pool of the family, if it has one. capmox's
             // defaulting webhook sets both `defaultIPv4` and `defaultIPv6` on `net0` of every
             // machine, so a single-stack zone simply has no pool of the other family.
@@ -250,8 +257,14 @@ fn default_pool(
         .and_then(|s| s.in_cluster_zone_ref.as_deref())
         .unwrap_or_default()
         .iter()
-        .find(|z| z.zone.as_deref().unwrap_or(DEFAULT_ZONE) == zone)
-        .ok_or_else(|| IpamError::ZoneNotFound(zone.to_owned()))?;
+        .find(|z| z.zone.as_deref().unwrap_or(DEFAULT_ZONE) == zone);
+    let Some(entry) = entry else {
+        // A zone the spec gives no pool at all (a DHCP-only cluster) never gets one.
+        if cluster.spec.zone_without_pools(zone) {
+            return Ok(None);
+        }
+        return Err(IpamError::ZoneNotFound(zone.to_owned()));
+    };
     let r: &Option<LocalObjectReference> = match family {
         IpFamily::V4 => &entry.in_cluster_ip_pool_ref_v4,
         IpFamily::V6 => &entry.in_cluster_ip_pool_ref_v6,

@@ -275,14 +275,23 @@ fn unknown_zone_is_an_error() {
     let m = machine(vec![nic("net0", true, false, &[])], Some("nowhere"));
     let e = desired_claims(&m, &default_cluster()).unwrap_err();
     assert_eq!(e.to_string(), "zone nowhere not found");
-    // Also when the cluster has no zone status at all.
+    // Also when the cluster has no zone status (yet) for a zone the spec gives pools.
     let m = machine(vec![nic("net0", true, false, &[])], None);
     let mut c = default_cluster();
     c.status = None;
+    c.spec.ipv4_config = Some(capmox_api::v1alpha2::IpConfigSpec {
+        addresses: vec!["10.0.0.10-10.0.0.20".into()],
+        gateway: "10.0.0.1".into(),
+        prefix: 24,
+        metric: None,
+    });
     assert_eq!(
         desired_claims(&m, &c).unwrap_err().to_string(),
         "zone default not found"
     );
+    // A DHCP-only cluster (no pools in the spec) never gets a default pool: nothing to claim.
+    c.spec.ipv4_config = None;
+    assert!(desired_claims(&m, &c).unwrap().is_empty());
     // A zone is only needed when a NIC asks for a default pool.
     let m = machine(
         vec![nic("net0", false, false, &[("InClusterIPPool", "p")])],
@@ -560,4 +569,30 @@ fn extra_pool_claims_take_the_pool_zone_label() {
     assert_eq!(d[0].labels[PROXMOX_ZONE_LABEL], "default");
     assert_eq!(d[2].labels[PROXMOX_ZONE_LABEL], "z7");
     assert!(!d[3].labels.contains_key(PROXMOX_ZONE_LABEL));
+}
+
+#[test]
+fn dhcp_and_slaac_families_claim_no_default_pool() {
+    use capmox_api::v1alpha2::{Ipv4Mode, Ipv6Mode};
+    let mut dhcp4 = nic("net0", true, true, &[("InClusterIPPool", "extra")]);
+    dhcp4.ipv4 = Some(Ipv4Mode::Dhcp);
+    let mut slaac = nic("net1", true, true, &[]);
+    slaac.ipv6 = Some(Ipv6Mode::Slaac);
+    let mut both = nic("net2", true, true, &[]);
+    both.ipv4 = Some(Ipv4Mode::Dhcp);
+    both.ipv6 = Some(Ipv6Mode::Dhcp);
+    let m = machine(vec![dhcp4, slaac, both], None);
+    let d = desired_claims(&m, &default_cluster()).unwrap();
+    let got: Vec<(&str, &str)> = d
+        .iter()
+        .map(|c| (c.name.as_str(), c.pool.name.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("m1-net0-00-inet", "pc1-v6-icip"),
+            ("m1-net0-01-inet", "extra"),
+            ("m1-net1-00-inet", "pc1-v4-icip"),
+        ]
+    );
 }

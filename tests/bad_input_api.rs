@@ -238,9 +238,12 @@ fn corpus() -> Vec<Case> {
             r#"spec.network.zone: Invalid value: "zone a": spec.network.zone in body should match '^[a-z0-9A-Z](?:[a-z0-9A-Z-_.]{0,61}[a-z0-9A-Z])?$'"#,
         ),
         case(
-            "cluster without IP config",
-            cluster("c-noip", json!({"ipv4Config": null})),
-            r#"spec: Invalid value: "object": no such key: ipv4Config evaluating rule: at least one ip config must be set, either ipv4Config or ipv6Config"#,
+            "cluster without IP config and endpoint",
+            cluster(
+                "c-noip",
+                json!({"ipv4Config": null, "controlPlaneEndpoint": null}),
+            ),
+            r#"spec: Invalid value: "object": at least one ip config must be set, either ipv4Config or ipv6Config (a cluster whose machines all use DHCP needs no IP pool, but a static controlPlaneEndpoint)"#,
         ),
         case(
             "cluster endpoint port 0",

@@ -45,6 +45,7 @@ fn metadata_with_node_and_zone() {
     i.extra_metadata = ExtraMetadata {
         proxmox_node: Some("pve1".to_owned()),
         zone: Some("zone-a".to_owned()),
+        region: Some("pve-cluster".to_owned()),
     };
     golden("meta-data-extra.yaml", &render_metadata(&i).unwrap());
 }

@@ -381,3 +381,58 @@ print(json.dumps({'keys': sorted(doc), 'version': doc.get('version'), 'routes_ok
     assert_eq!(wrapped["keys"], serde_json::json!(["network"]));
     assert!(wrapped["version"].is_null());
 }
+
+/// A DHCPv4 NIC beside a SLAAC NIC with a static address: both network-config formats are read by
+/// cloud-init's NoCloud datasource and rendered by `net-convert` into DHCP networkd units and a
+/// netplan document that keeps `accept-ra` (issue 14 item 4).
+#[test]
+fn cloud_init_renders_dhcp_and_slaac_nics() {
+    if !have("cloud-init") || !have_cloudinit_python() {
+        eprintln!("skipped: cloud-init not found (apt-get install cloud-init)");
+        return;
+    }
+    let net = network(
+        serde_json::json!({"networkDevices": [
+            {"name": "net0", "bridge": "vmbr0", "defaultIPv4": true, "defaultIPv6": true, "ipv4": "dhcp", "ipv6": "dhcp"},
+            {"name": "net1", "bridge": "vmbr1", "ipv6": "slaac", "ipPoolRef": [{"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "extra"}]}
+        ]}),
+        vec![
+            ("net0", MAC0, vec![]),
+            (
+                "net1",
+                "BC:24:11:BF:A3:60",
+                vec![addr("m1-net1-00-inet", "10.20.0.7", 24, None, None, false)],
+            ),
+        ],
+        &["10.0.0.53"],
+    );
+    for format in [NetworkConfigFormat::CapmoxV2, NetworkConfigFormat::NetplanV2Bare] {
+        let files = render_nocloud(&input(net.clone()), format).unwrap();
+        let v = cloud_init_read_seed(&files);
+        let eth0 = &v["network"]["ethernets"]["eth0"];
+        let eth1 = &v["network"]["ethernets"]["eth1"];
+        assert_eq!(eth0["dhcp4"], true, "{format:?}: {v}");
+        assert_eq!(eth0["dhcp6"], true, "{format:?}: {v}");
+        assert!(eth0.get("addresses").is_none(), "{format:?}: {v}");
+        assert_eq!(eth1["dhcp4"], false, "{format:?}: {v}");
+        assert_eq!(eth1["accept-ra"], true, "{format:?}: {v}");
+        assert_eq!(eth1["addresses"][0], "10.20.0.7/24");
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("network-config");
+        std::fs::write(&path, &files.network_config).unwrap();
+        let units = net_convert(&path, "debian", "networkd");
+        assert_eq!(units.len(), 2, "{units:?}");
+        let all: String = units.iter().map(|(_, t)| t.as_str()).collect();
+        assert!(all.lines().any(|l| l == "DHCP=yes"), "{format:?}:\n{all}");
+        assert!(
+            all.lines().any(|l| l == "Address=10.20.0.7/24"),
+            "{format:?}:\n{all}"
+        );
+        // cloud-init's own networkd renderer (22.4) drops `accept-ra`; netplan distros keep it.
+        let netplan = net_convert(&path, "ubuntu", "netplan");
+        let text = &netplan[0].1;
+        assert!(text.contains("accept-ra: true"), "{format:?}:\n{text}");
+        assert!(text.contains("dhcp4: true"), "{format:?}:\n{text}");
+    }
+}

@@ -240,9 +240,10 @@ proptest! {
         version in proptest::option::of(version()),
         node in proptest::option::of(hostile_string()),
         zone in proptest::option::of(hostile_string()),
+        region in proptest::option::of(hostile_string()),
     ) {
         let mut inp = input(&host.text, &id.text, version.as_ref().map(|v| v.text.as_str()), NetworkModel::default());
-        inp.extra_metadata = ExtraMetadata { proxmox_node: node.clone(), zone: zone.clone() };
+        inp.extra_metadata = ExtraMetadata { proxmox_node: node.clone(), zone: zone.clone(), region: region.clone() };
         let legit = host.legit && id.legit && version.as_ref().is_none_or(|v| v.legit);
         match render_metadata(&inp) {
             Ok(text) => {
@@ -255,7 +256,7 @@ proptest! {
                 if let Some(v) = version.as_ref().filter(|v| !v.text.is_empty()) {
                     want.insert("kubernetes-version".into(), s(&v.text));
                 }
-                for (k, v) in [("proxmox_node", &node), ("zone", &zone)] {
+                for (k, v) in [("proxmox_node", &node), ("zone", &zone), ("region", &region)] {
                     if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
                         want.insert(k.into(), s(v));
                     }

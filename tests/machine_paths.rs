@@ -15,5 +15,7 @@ mod machine_support;
 mod common;
 #[path = "machine_paths/faults.rs"]
 mod faults;
+#[path = "machine_paths/features.rs"]
+mod features;
 #[path = "machine_paths/provisioning.rs"]
 mod provisioning;

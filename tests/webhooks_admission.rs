@@ -195,12 +195,15 @@ async fn create_corpus_one_case_per_rule() {
         (
             "cluster template without IP pool config",
             "ProxmoxClusterTemplate",
-            cluster_template("ct-nopool", json!({"ipv4Config": null})),
+            cluster_template(
+                "ct-nopool",
+                json!({"ipv4Config": null, "controlPlaneEndpoint": null}),
+            ),
             Want {
                 webhook: VCT,
                 code: 403,
                 reason: "Forbidden",
-                message: "proxmox cluster must define at least one IP pool config",
+                message: "proxmox cluster must define at least one IP pool config (a cluster whose machines all use DHCP needs no IP pool, but a static controlPlaneEndpoint)",
                 field: None,
             },
         ),
@@ -451,8 +454,8 @@ async fn create_corpus_one_case_per_rule() {
     }
 
     // Through v1alpha1 (matchPolicy Equivalent): converted, then validated.
-    // (A ProxmoxCluster without IP pool config never reaches the webhook: the CRD's CEL rule
-    // rejects it first, in both versions; the template has no such rule.)
+    // (A ProxmoxCluster without IP pool config and endpoint never reaches the webhook: the CRD's
+    // CEL rule rejects it first, in both versions; the template has no such rule.)
     let old_cluster = json!({"apiVersion": V1, "kind": "ProxmoxCluster", "metadata": {"name": "c-v1-in4"},
         "spec": {"dnsServers": ["8.8.8.8"], "controlPlaneEndpoint": {"host": "10.10.10.20", "port": 6443},
                  "ipv4Config": {"addresses": ["10.10.10.10-10.10.10.50"], "prefix": 24, "gateway": "10.10.10.1"}}});

@@ -159,6 +159,28 @@ fn additional_volumes_and_ha_survive_v1alpha1() {
 }
 
 #[test]
+fn dhcp_modes_and_zone_nodes_survive_v1alpha1() {
+    let hub = machine_v2(json!({
+        "sourceNode": "pve1", "templateID": 100,
+        "network": {"networkDevices": [
+            {"name": "net0", "bridge": "vmbr0", "defaultIPv4": true, "defaultIPv6": true, "ipv4": "dhcp", "ipv6": "slaac"},
+            {"name": "net1", "bridge": "vmbr1", "ipv6": "dhcp"}
+        ]}
+    }));
+    let spoke = down(hub.clone());
+    assert!(spoke["spec"]["network"]["default"].get("ipv4").is_none());
+    assert_eq!(up(spoke.clone()), hub);
+    // A v1alpha1 client edits the object: the edit wins, the modes come back.
+    let mut edited = spoke;
+    edited["spec"]["numCores"] = json!(2);
+    let back = up(edited);
+    assert_eq!(back["spec"]["numCores"], 2);
+    assert_eq!(back["spec"]["network"]["networkDevices"][0]["ipv4"], "dhcp");
+    assert_eq!(back["spec"]["network"]["networkDevices"][0]["ipv6"], "slaac");
+    assert_eq!(back["spec"]["network"]["networkDevices"][1]["ipv6"], "dhcp");
+}
+
+#[test]
 fn network_config_format_defaults_to_capmox() {
     let spec: v1alpha2::ProxmoxMachineSpec =
         serde_json::from_value(json!({"network": {"networkDevices": []}})).expect("spec");
@@ -233,7 +255,7 @@ fn hub_only_fields_survive_an_edited_spoke() {
             "dnsServers": ["10.0.0.1"],
             "ipv4Config": {"addresses": ["10.0.0.10-10.0.0.20"], "prefix": 24, "gateway": "10.0.0.1"},
             "controlPlaneEndpoint": {"host": "10.0.0.5", "port": 6443},
-            "zoneConfig": [{"zone": "z1", "dnsServers": ["10.1.0.1"]}]
+            "zoneConfig": [{"zone": "z1", "dnsServers": ["10.1.0.1"], "nodes": ["pve1", "pve2"]}]
         }
     });
     let mut spoke = down(hub.clone());

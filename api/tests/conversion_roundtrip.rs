@@ -167,6 +167,8 @@ proptest! {
             let old = m.spec.network.network_devices.iter().find(|d| d.name == device.name).expect("same names");
             prop_assert_eq!(device.queues, old.queues);
             prop_assert_eq!(device.default_ipv4, old.default_ipv4);
+            prop_assert_eq!(device.ipv4, old.ipv4);
+            prop_assert_eq!(device.ipv6, old.ipv6);
         }
 
         let mut sc = down::<s::ProxmoxCluster>(&c);

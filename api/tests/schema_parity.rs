@@ -101,6 +101,57 @@ const ALLOWED_ADDITIONS: &[(&str, &str, &str)] = &[
         "status.nodeInventory",
         "Proxmox node inventory",
     ),
+    // capmox-rs: DHCP/SLAAC addressing per NIC (issue 14 item 4, capmox #29).
+    (
+        "ProxmoxMachine v1alpha2",
+        "spec.network.networkDevices[].ipv4",
+        "NIC IPv4 addressing mode (dhcp)",
+    ),
+    (
+        "ProxmoxMachine v1alpha2",
+        "spec.network.networkDevices[].ipv6",
+        "NIC IPv6 addressing mode (dhcp, slaac)",
+    ),
+    (
+        "ProxmoxMachineTemplate v1alpha2",
+        "spec.template.spec.network.networkDevices[].ipv4",
+        "same spec field in the template",
+    ),
+    (
+        "ProxmoxMachineTemplate v1alpha2",
+        "spec.template.spec.network.networkDevices[].ipv6",
+        "same spec field in the template",
+    ),
+    // capmox-rs: the Proxmox nodes of a zone, for failure-domain placement (issue 14 item 5).
+    (
+        "ProxmoxCluster v1alpha2",
+        "spec.zoneConfig[].nodes",
+        "nodes of a zone (failure-domain placement)",
+    ),
+    (
+        "ProxmoxClusterTemplate v1alpha2",
+        "spec.template.spec.zoneConfig[].nodes",
+        "same spec field in the template",
+    ),
+];
+
+/// capmox's rule on `ProxmoxCluster.spec` requiring an IP pool; ours also accepts a cluster
+/// without pools (every machine on DHCP) when its control-plane endpoint is static.
+const CAPMOX_IP_CONFIG_RULE: &str = r#"{"message":"at least one ip config must be set, either ipv4Config or ipv6Config","rule":"self.ipv4Config != null || self.ipv6Config != null"}"#;
+
+/// Rules on `spec` that ours replaces: `(pair, capmox's rule, reason)`. Ours must accept
+/// everything capmox's accepts.
+const ALLOWED_RULE_CHANGES: &[(&str, &str, &str)] = &[
+    (
+        "ProxmoxCluster v1alpha2",
+        CAPMOX_IP_CONFIG_RULE,
+        "DHCP-only clusters need no IP pool but a static endpoint (issue 14 item 4)",
+    ),
+    (
+        "ProxmoxCluster v1alpha1",
+        CAPMOX_IP_CONFIG_RULE,
+        "same rule in v1alpha1",
+    ),
 ];
 
 /// Kind/version pairs where ours adds a status subresource capmox does not declare: `(pair, reason)`.
@@ -137,6 +188,28 @@ fn is_allowed(d: &Difference) -> bool {
             && ALLOWED_STATUS_SUBRESOURCES
                 .iter()
                 .any(|(pair, _)| *pair == d.pair);
+    }
+    if d.path == "spec" {
+        let replaced = |p: &str| p == d.pair.as_str();
+        if let Some(rule) = d
+            .what
+            .strip_prefix("x-kubernetes-validations: rule missing in ours: ")
+        {
+            return ALLOWED_RULE_CHANGES
+                .iter()
+                .any(|(pair, r, _)| replaced(pair) && *r == rule);
+        }
+        if let Some(rule) = d
+            .what
+            .strip_prefix("x-kubernetes-validations: rule only in ours: ")
+        {
+            let ours = serde_json::json!({
+                "message": capmox_api::v1alpha2::RULE_CLUSTER_IP_CONFIG_MESSAGE,
+                "rule": capmox_api::v1alpha2::RULE_CLUSTER_IP_CONFIG,
+            })
+            .to_string();
+            return rule == ours && ALLOWED_RULE_CHANGES.iter().any(|(pair, _, _)| replaced(pair));
+        }
     }
     d.what == "property only in ours"
         && ALLOWED_ADDITIONS

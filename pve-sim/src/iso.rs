@@ -1,5 +1,6 @@
 //! Reading NoCloud ISOs (ISO 9660 with Joliet / Rock Ridge) and turning their network-config into the
-//! guest agent's `network-get-interfaces` answer.
+//! guest agent's `network-get-interfaces` answer (with DHCP leases and SLAAC addresses for NICs
+//! that ask for them).
 //!
 //! The reader is small and self-contained: it walks the volume descriptors, prefers the Joliet
 //! supplementary descriptor, falls back to Rock Ridge `NM` names and finally to plain ISO 9660 names,
@@ -206,6 +207,16 @@ fn addresses_of(list: Option<&Value>) -> Vec<Value> {
 /// Builds the interface list from a NoCloud network-config (netplan v2 or v1) and the VM's MACs
 /// (`(netN, MAC)` in index order). Without a network-config, each NIC is reported without addresses.
 pub fn interfaces(network_config: Option<&str>, macs: &[(String, String)]) -> Vec<Value> {
+    interfaces_with_dhcp(network_config, macs, None)
+}
+
+/// [`interfaces`], where a netplan v2 ethernet with `dhcp4`/`dhcp6`/`accept-ra` also gets its
+/// lease or SLAAC address from `dhcp` (the guest has booted).
+pub fn interfaces_with_dhcp(
+    network_config: Option<&str>,
+    macs: &[(String, String)],
+    mut dhcp: Option<&mut crate::state::dhcp::Dhcp>,
+) -> Vec<Value> {
     let mut out = vec![json!({
         "name": "lo",
         "hardware-address": "00:00:00:00:00:00",
@@ -230,7 +241,17 @@ pub fn interfaces(network_config: Option<&str>, macs: &[(String, String)]) -> Ve
                     .or_else(|| macs.get(i).map(|(_, m)| m.clone()))
                     .unwrap_or_default();
                 used.push(mac.to_lowercase());
-                out.push(iface(name, &mac, addresses_of(e.get("addresses"))));
+                let mut addrs = addresses_of(e.get("addresses"));
+                let on = |k: &str| e.get(k).and_then(Value::as_bool) == Some(true);
+                if let Some(d) = dhcp.as_deref_mut() {
+                    let dynamic = [
+                        on("dhcp4").then(|| d.lease_v4(&mac)).flatten(),
+                        on("dhcp6").then(|| d.lease_v6(&mac)),
+                        on("accept-ra").then(|| d.slaac(&mac)).flatten(),
+                    ];
+                    addrs.extend(dynamic.iter().flatten().filter_map(|c| address(c)));
+                }
+                out.push(iface(name, &mac, addrs));
             }
         } else if let Some(Value::Array(items)) = root.get("config") {
             for (i, e) in items
@@ -279,6 +300,33 @@ pub fn interfaces(network_config: Option<&str>, macs: &[(String, String)]) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dhcp_and_slaac_nics_get_leases() {
+        let v2 = "version: 2\nethernets:\n  eth0:\n    match:\n      macaddress: BC:24:11:00:00:01\n    dhcp4: true\n    dhcp6: false\n    accept-ra: true\n";
+        let mut d = crate::state::dhcp::Dhcp::new(crate::scenario::DhcpSpec::default());
+        let macs = [("net0".to_owned(), "BC:24:11:00:00:01".to_owned())];
+        let ifs = interfaces_with_dhcp(Some(v2), &macs, Some(&mut d));
+        let ips: Vec<&str> = ifs[1]["ip-addresses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["ip-address"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            ips,
+            ["10.99.0.100", "fd99::be24:11ff:fe00:1", "fe80::be24:11ff:fe00:1"]
+        );
+        assert_eq!(ifs[1]["ip-addresses"][0]["prefix"], 24);
+        // Without the DHCP server (e.g. before boot) only the link-local address.
+        assert_eq!(
+            interfaces(Some(v2), &macs)[1]["ip-addresses"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+    }
 
     #[test]
     fn netplan_v2_and_v1() {

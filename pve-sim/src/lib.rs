@@ -24,6 +24,8 @@ pub mod tls;
 pub mod validate;
 
 pub use error::ApiError;
-pub use scenario::{CloudInitResult, EndpointFault, FaultSpec, GuestSpec, LatencySpec, Profile, Scenario};
+pub use scenario::{
+    CloudInitResult, DhcpSpec, EndpointFault, FaultSpec, GuestSpec, LatencySpec, Profile, Scenario,
+};
 pub use server::{SimConfig, SimError, SimServer};
 pub use state::{Cluster, HaResource, Leftovers, PowerState, SimState, VmView, VolumeRef};

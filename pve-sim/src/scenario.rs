@@ -58,6 +58,34 @@ pub struct Scenario {
     /// Fault injection.
     #[serde(default)]
     pub faults: FaultSpec,
+    /// The DHCP server and router advertisements of the guests' network.
+    #[serde(default)]
+    pub dhcp: DhcpSpec,
+}
+
+/// What guests with DHCP/SLAAC NICs get once booted (reported by `agent/network-get-interfaces`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct DhcpSpec {
+    /// First IPv4 address handed out by DHCPv4.
+    pub ipv4_first: std::net::Ipv4Addr,
+    /// Last IPv4 address handed out by DHCPv4.
+    pub ipv4_last: std::net::Ipv4Addr,
+    /// Prefix length of DHCPv4 leases.
+    pub ipv4_prefix: u8,
+    /// The /64 prefix of DHCPv6 leases and SLAAC addresses.
+    pub ipv6_prefix: std::net::Ipv6Addr,
+}
+
+impl Default for DhcpSpec {
+    fn default() -> Self {
+        Self {
+            ipv4_first: std::net::Ipv4Addr::new(10, 99, 0, 100),
+            ipv4_last: std::net::Ipv4Addr::new(10, 99, 0, 250),
+            ipv4_prefix: 24,
+            ipv6_prefix: std::net::Ipv6Addr::new(0xfd99, 0, 0, 0, 0, 0, 0, 0),
+        }
+    }
 }
 
 /// One cluster node.
@@ -484,6 +512,7 @@ impl Default for Scenario {
             latency: LatencySpec::default(),
             guest: GuestSpec::default(),
             faults: FaultSpec::default(),
+            dhcp: DhcpSpec::default(),
         }
     }
 }

@@ -15,6 +15,7 @@ use super::safe::{check_identity, is_canonical_uuid, yaml_scalar};
 /// kubernetes-version: <version>      (only when the Machine has one)
 /// proxmox_node: <node>               (additive, only when set)
 /// zone: <zone>                       (additive, only when set)
+/// region: <proxmox cluster name>     (additive, only when set)
 /// ```
 pub fn render_metadata(input: &MachineBootstrapInput) -> Result<String, BootstrapError> {
     check_identity(input)?;
@@ -41,10 +42,48 @@ pub fn render_metadata(input: &MachineBootstrapInput) -> Result<String, Bootstra
         out.push_str(&format!("kubernetes-version: {}\n", yaml_scalar(version)));
     }
     let extra = &input.extra_metadata;
-    for (key, value) in [("proxmox_node", &extra.proxmox_node), ("zone", &extra.zone)] {
+    for (key, value) in [
+        ("proxmox_node", &extra.proxmox_node),
+        ("zone", &extra.zone),
+        ("region", &extra.region),
+    ] {
         if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
             out.push_str(&format!("{key}: {}\n", yaml_scalar(value)));
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bootstrap::{BootstrapData, ExtraMetadata, NetworkModel};
+
+    #[test]
+    fn additive_keys_follow_capmox_keys_in_order() {
+        let input = MachineBootstrapInput {
+            hostname: "m1".into(),
+            instance_id: "8f0c7d9e-1b2a-4c3d-9e8f-0a1b2c3d4e5f".into(),
+            provider_id_injection: false,
+            kubernetes_version: None,
+            network: NetworkModel::default(),
+            bootstrap: BootstrapData {
+                value: Vec::new(),
+                format: Default::default(),
+            },
+            extra_metadata: ExtraMetadata {
+                proxmox_node: Some("pve2".into()),
+                zone: Some("zone-b".into()),
+                region: Some("pve-cluster".into()),
+            },
+        };
+        let out = render_metadata(&input).unwrap();
+        assert!(
+            out.ends_with("hostname: m1\nproxmox_node: pve2\nzone: zone-b\nregion: pve-cluster\n"),
+            "{out}"
+        );
+        let mut no_region = input;
+        no_region.extra_metadata.region = None;
+        assert!(!render_metadata(&no_region).unwrap().contains("region"));
+    }
 }

@@ -80,6 +80,9 @@ pub struct ExtraMetadata {
     pub proxmox_node: Option<String>,
     /// `zone`: the machine's network zone.
     pub zone: Option<String>,
+    /// `region`: the Proxmox cluster's name (what the Proxmox CCM/CSI call a region:
+    /// `topology.kubernetes.io/region`); absent for a node that is not in a cluster.
+    pub region: Option<String>,
 }
 
 /// Everything needed to render the bootstrap data of one machine.
@@ -126,10 +129,12 @@ pub struct Device {
     pub index: usize,
     /// MAC address as Proxmox reports it (the device is matched by it).
     pub mac: String,
-    /// DHCPv4 (capmox never sets it: all NICs are static; kept for the renderers' completeness).
+    /// DHCPv4 (`ipv4: dhcp`; capmox never sets it: all its NICs are static).
     pub dhcp4: bool,
-    /// DHCPv6 (see `dhcp4`).
+    /// DHCPv6 (`ipv6: dhcp`).
     pub dhcp6: bool,
+    /// IPv6 stateless autoconfiguration from router advertisements (`ipv6: slaac`).
+    pub accept_ra: bool,
     /// Static addresses in render order (capmox: sorted by IPAddress object name).
     pub addresses: Vec<Address>,
     /// Name servers (the NIC's `dnsServers`, else the cluster's).

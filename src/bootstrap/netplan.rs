@@ -55,6 +55,9 @@ pub fn render_network_config(
             mac_scalar(&dev.mac)
         );
         let _ = write!(out, "\n{0}dhcp4: {1}\n{0}dhcp6: {2}", i(4), dev.dhcp4, dev.dhcp6);
+        if dev.accept_ra {
+            let _ = write!(out, "\n{}accept-ra: true", i(4));
+        }
         if !dev.addresses.is_empty() {
             let _ = write!(out, "\n{}addresses:", i(4));
             for a in &dev.addresses {

@@ -65,6 +65,9 @@ fn ethernet_unit(dev: &Device, vrf: Option<&Vrf>) -> String {
         (false, true) => s.push_str("\nDHCP=ipv6"),
         (false, false) => {}
     }
+    if dev.accept_ra {
+        s.push_str("\nIPv6AcceptRA=yes");
+    }
     for dns in &dev.dns_servers {
         let _ = write!(s, "\nDNS={dns}");
     }

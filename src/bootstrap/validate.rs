@@ -40,7 +40,7 @@ pub fn validate_network(net: &NetworkModel) -> Result<(), BootstrapError> {
         let table = vrf_of_member.get(name.as_str()).copied();
         check_routes(&name, &dev.effective_routes(), table, &mut has_gateway, &mut seen)?;
         check_rules(&name, &dev.routing_policy, false)?;
-        if dev.dhcp4 || dev.dhcp6 {
+        if dev.dhcp4 || dev.dhcp6 || dev.accept_ra {
             has_gateway = true;
         }
     }

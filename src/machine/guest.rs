@@ -14,6 +14,7 @@ use capmox_api::v1alpha2::{self as api, ProxmoxMachine};
 use kube::ResourceExt;
 
 use super::MachineSettings;
+use super::dynamic;
 use super::error::MachineError;
 use super::state::VmFacts;
 use super::steps::{Next, StepEnv, StepResult, status};
@@ -141,6 +142,61 @@ fn not_yet(env: &StepEnv<'_>, vm: &VmFacts, booted: Instant, what: &str, timeout
     StepResult::next(Next::After(next)).with_message(message)
 }
 
+/// Reads the guest's interfaces once: `Ok(addresses)` when every DHCP/SLAAC NIC has its
+/// address(es), else the wait (paced like the other guest checks) or the timeout failure.
+async fn look_for_addresses(
+    env: &StepEnv<'_>,
+    vm: &VmFacts,
+    nics: &[dynamic::DynamicNic],
+) -> Result<Result<Vec<std::net::IpAddr>, StepResult>, MachineError> {
+    let s = env.settings;
+    let booted = env
+        .booted
+        .unwrap_or_else(|| Instant::now() - Duration::from_secs(vm.uptime_secs));
+    match env
+        .view
+        .client()
+        .agent_network_interfaces(&vm.node, vm.vmid)
+        .await
+    {
+        Ok(ifaces) => match dynamic::learn(nics, &ifaces) {
+            dynamic::Learnt::Complete(ips) => Ok(Ok(ips)),
+            dynamic::Learnt::Missing(what) => {
+                let mut r = not_yet(
+                    env,
+                    vm,
+                    booted,
+                    "the guest got no DHCP/SLAAC address",
+                    s.cloud_init_timeout,
+                );
+                if r.failure.is_none() {
+                    r = r.with_message(format!("waiting for a DHCP/SLAAC address: {what}"));
+                    r.reason = Some(api::WAITING_FOR_DYNAMIC_ADDRESS_REASON);
+                }
+                Ok(Err(r))
+            }
+        },
+        Err(e)
+            if matches!(
+                e.class(),
+                ErrorClass::AgentNotReady | ErrorClass::AgentNotConfigured
+            ) =>
+        {
+            Ok(Err(not_yet(
+                env,
+                vm,
+                booted,
+                "the QEMU guest agent did not start",
+                s.agent_timeout,
+            )))
+        }
+        Err(e) => Err(MachineError::proxmox(format!(
+            "reading the network interfaces of VM {}",
+            vm.vmid
+        ))(e)),
+    }
+}
+
 /// Checks the guest agent and cloud-init once; when they pass (or are skipped) the machine is
 /// marked provisioned, its `spec.providerID` set and the zone label added.
 pub async fn check(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepResult, MachineError> {
@@ -164,9 +220,26 @@ pub async fn check(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRes
     {
         return Ok(StepResult::next(Next::After(wait)).with_message("waiting for the QEMU guest agent"));
     }
+    // NICs on DHCP/SLAAC: their addresses come from the agent, looked at with the guest checks.
+    let nics = if pm.spec.network.uses_dynamic_addresses() {
+        // The MACs are in the full config (read once, cached by the view).
+        let config = env.view.config(&vm.node, vm.vmid).await?;
+        dynamic::dynamic_nics(&pm.spec, config.as_deref().unwrap_or(&vm.config))
+    } else {
+        Vec::new()
+    };
+    let wants_addresses = !nics.is_empty() && !skip_agent;
+    let mut learnt = Vec::new();
     if !skip_agent && skip_cloud_init {
         match env.view.client().agent_os_info(&vm.node, vm.vmid).await {
-            Ok(_) => {}
+            Ok(_) => {
+                if wants_addresses {
+                    match look_for_addresses(env, vm, &nics).await? {
+                        Ok(ips) => learnt = ips,
+                        Err(r) => return Ok(r),
+                    }
+                }
+            }
             Err(e)
                 if matches!(
                     e.class(),
@@ -187,6 +260,12 @@ pub async fn check(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRes
         let uptime = Duration::from_secs(vm.uptime_secs);
         if !env.view.guests.should_look(&env.machine_ref, booted, uptime) {
             return Ok(not_yet(env, vm, booted, agent_late, s.agent_timeout));
+        }
+        if wants_addresses {
+            match look_for_addresses(env, vm, &nics).await? {
+                Ok(ips) => learnt = ips,
+                Err(r) => return Ok(r),
+            }
         }
         let likely_done = env.view.guests.likely_done(uptime);
         match cloud_init_status(env.view, vm, s, likely_done).await? {
@@ -233,11 +312,25 @@ pub async fn check(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRes
     {
         pm.spec.provider_id = Some(format!("{}{uuid}", capmox_api::consts::PROVIDER_ID_PREFIX));
     }
+    let pm_name = pm.name_any();
     let st = status(pm);
     st.initialization = Some(api::InitializationStatus {
         provisioned: Some(true),
     });
     st.vm_status = Some("ready".to_owned());
+    if !nics.is_empty() {
+        let defaults: Vec<std::net::IpAddr> = env
+            .resolution
+            .map(|r| {
+                r.resolved
+                    .iter()
+                    .filter(|a| a.is_default_pool)
+                    .map(|a| a.address)
+                    .collect()
+            })
+            .unwrap_or_default();
+        st.addresses = Some(dynamic::machine_addresses(&pm_name, &defaults, &learnt));
+    }
     let zone = pm.spec.network.zone_or_default().to_owned();
     pm.labels_mut()
         .insert(capmox_api::consts::PROXMOX_ZONE_LABEL.to_owned(), zone);

@@ -3,10 +3,10 @@
 //! * [`state`]: the pure decision — observed facts in, the single next step out — for provisioning
 //!   and for deletion;
 //! * [`desired`]: what the VM's config should be and how it differs from Proxmox's;
-//! * [`template`], [`scheduling`], [`vmid`]: the pure placement rules applied before the clone;
+//! * [`template`], [`scheduling`], [`vmid`], [`zone`]: the pure placement rules applied before the clone;
 //! * [`view`]: what the controller knows about each Proxmox cluster (shared reads, waits, timing);
-//! * [`observe`], [`steps`], [`placement`], [`iso`], [`guest`], [`ha`], [`locations`]: the I/O
-//!   around them;
+//! * [`observe`], [`steps`], [`placement`], [`iso`], [`guest`] (+ [`dynamic`]: DHCP/SLAAC
+//!   addresses from the guest agent), [`ha`], [`locations`]: the I/O around them;
 //! * [`caches`], [`latest`]: reads from the watch caches, with this controller's own writes;
 //! * [`reconcile::provision`] and [`delete::delete`]: one pass each, called by the controller.
 
@@ -14,6 +14,7 @@ pub mod boot;
 pub mod caches;
 pub mod delete;
 pub mod desired;
+pub mod dynamic;
 pub mod error;
 pub mod guest;
 pub mod ha;
@@ -29,6 +30,7 @@ pub mod steps;
 pub mod template;
 pub mod view;
 pub mod vmid;
+pub mod zone;
 
 use std::time::Duration;
 

@@ -163,6 +163,16 @@ pub async fn reserve(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepR
         pm.spec.allowed_nodes.as_deref(),
         env.pc.spec.allowed_nodes.as_deref(),
     );
+    // A zone with `nodes` (e.g. the failure domain CAPI chose) narrows the choice to them.
+    let zone_name = pm.spec.network.zone_or_default();
+    let allowed = match super::zone::restrict(
+        allowed,
+        zone_name,
+        super::zone::zone_nodes(&env.pc.spec, zone_name),
+    ) {
+        Ok(a) => a,
+        Err(message) => return Ok(failed(message, env)),
+    };
     let (name, zone, cp) = (
         pm.name_any(),
         pm.spec.network.zone.clone(),
@@ -194,7 +204,7 @@ pub async fn reserve(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepR
                 .locations
                 .update(env.kube, env.pc, |locations| {
                     let request = SchedulingRequest {
-                        allowed_nodes: allowed,
+                        allowed_nodes: &allowed,
                         memory_adjustment,
                         requested_memory,
                         nodes: &nodes,

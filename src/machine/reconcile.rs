@@ -15,7 +15,7 @@ use super::desired::DesiredVm;
 use super::error::MachineError;
 use super::locations::Locations;
 use super::observe::{self, TaskLook, VmLook, recorded_vmid};
-use super::state::{Facts, IpFacts, Power, Step, TaskFacts, VmPresence, decide};
+use super::state::{Facts, Failure, IpFacts, Power, Step, TaskFacts, VmPresence, decide};
 use super::steps::{self, Next, StepEnv, StepResult};
 use super::view::{Freshness, ProxmoxView};
 use super::{iso, view::timing};
@@ -119,6 +119,9 @@ async fn iso_task_effect(
 
 /// Runs one provisioning pass on `pm` (a working copy that receives every spec/status change).
 pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<PassOutcome, MachineError> {
+    // The failure domain CAPI chose selects the zone (pools, meta-data, nodes) in the working copy.
+    let unknown_domain =
+        super::zone::apply(&mut pm.spec, &inp.pc.spec, inp.machine.failure_domain.as_deref()).err();
     let st = pm.status.clone().unwrap_or_default();
     let name = pm.name_any();
     let machine_ref = ObjectRef::from_obj(&*pm);
@@ -211,7 +214,14 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
         ha: pm.spec.ha.clone(),
         ha_applied: st.ha_resource.clone(),
     };
-    let step = decide(&facts);
+    let step = match unknown_domain {
+        Some(e) if !provisioned => Step::Fail(Failure {
+            reason: api::UNKNOWN_FAILURE_DOMAIN_REASON,
+            message: e.to_string(),
+            retry_after: Some(inp.settings.retry_delay),
+        }),
+        _ => decide(&facts),
+    };
     tracing::debug!(machine = %name, ?step, "next step");
     let env = StepEnv {
         kube: inp.kube,
@@ -236,6 +246,7 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
                 message: e.to_string(),
                 failure: None,
                 warning: None,
+                reason: None,
             },
             Some(e),
         ),
@@ -279,11 +290,14 @@ fn derive_status(
 ) {
     let name = pm.name_any();
     let generation = pm.metadata.generation;
+    let dynamic = pm.spec.network.uses_dynamic_addresses();
     let status = pm.status.get_or_insert_with(Default::default);
     let provisioned = status.initialization.as_ref().and_then(|i| i.provisioned) == Some(true);
     if let IpFacts::Resolved(resolved) = ips {
         status.ip_addresses = Some(ipam::ip_addresses_status(resolved));
+        // With DHCP/SLAAC NICs the guest check writes the addresses (static and learnt).
         if power == Some(Power::Running)
+            && !dynamic
             && let Ok(addresses) = ipam::machine_addresses(&name, resolved)
         {
             status.addresses = Some(addresses);
@@ -301,7 +315,7 @@ fn derive_status(
             api::PROVISIONED_REASON,
             "",
         )),
-        (None, false) => step.reason().map(|reason| {
+        (None, false) => result.reason.or_else(|| step.reason()).map(|reason| {
             Desired::falsy(
                 api::VIRTUAL_MACHINE_PROVISIONED_CONDITION,
                 reason,

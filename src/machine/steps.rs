@@ -53,6 +53,8 @@ pub struct StepResult {
     pub failure: Option<Failure>,
     /// A Warning event to record: `(reason, message)`.
     pub warning: Option<(String, String)>,
+    /// Condition reason instead of the step's own (`None`: the step's).
+    pub reason: Option<&'static str>,
 }
 
 impl StepResult {
@@ -63,6 +65,7 @@ impl StepResult {
             message: String::new(),
             failure: None,
             warning: None,
+            reason: None,
         }
     }
 
@@ -88,6 +91,7 @@ impl StepResult {
                 retry_after,
             }),
             warning: None,
+            reason: None,
         }
     }
 }
@@ -475,6 +479,7 @@ fn render_input(
     vm: &VmFacts,
     bootstrap: BootstrapData,
     resolved: &[ipam::ResolvedAddress],
+    region: Option<String>,
 ) -> Result<MachineBootstrapInput, BootstrapError> {
     let instance_id = vm
         .config
@@ -517,6 +522,7 @@ fn render_input(
         extra_metadata: ExtraMetadata {
             proxmox_node: Some(vm.node.clone()),
             zone: Some(pm.spec.network.zone_or_default().to_owned()),
+            region,
         },
     })
 }
@@ -550,7 +556,8 @@ async fn render_iso(
             retry,
         )));
     }
-    let input = match render_input(env, pm, vm, bootstrap, &resolved) {
+    let region = env.view.cluster_name().await?;
+    let input = match render_input(env, pm, vm, bootstrap, &resolved, region) {
         Ok(i) => i,
         Err(BootstrapError::MissingMacAddress { device }) => {
             env.view.forget_config(vm.vmid);

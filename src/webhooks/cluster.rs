@@ -3,7 +3,8 @@
 //! control-plane endpoint must be a hostname or an IP outside the node IP pools. Field paths and
 //! messages are capmox's, including its Go-style paths (`spec.controlplaneEndpoint`,
 //! `spec.IPv4Config.addresses`) and its reuse of the cluster paths for templates.
-//! Added: `failureDomainsFromZones` needs a `zoneConfig` to take the zones from.
+//! Added: `failureDomainsFromZones` needs a `zoneConfig` to take the zones from; a cluster
+//! without IP pools (every machine on DHCP) is accepted when its control-plane endpoint is static.
 
 use std::net::IpAddr;
 use std::sync::LazyLock;
@@ -15,7 +16,8 @@ use serde_json::json;
 
 use super::field::{FieldError, Verdict, denied, invalid};
 
-const NO_POOL: &str = "proxmox cluster must define at least one IP pool config";
+/// capmox's message, plus what a cluster whose machines all use DHCP needs instead (capmox-rs).
+const NO_POOL: &str = "proxmox cluster must define at least one IP pool config (a cluster whose machines all use DHCP needs no IP pool, but a static controlPlaneEndpoint)";
 
 /// capmox's `isHostname`: a short name or an FQDN with an alphabetic TLD, case-insensitive.
 static HOSTNAME: LazyLock<Option<Regex>> = LazyLock::new(|| {
@@ -115,8 +117,16 @@ fn failure_domains(spec: &ProxmoxClusterSpec, path: &str) -> Option<FieldError> 
     })
 }
 
+/// No IP pool and nothing that makes a DHCP-only cluster acceptable: a static control-plane
+/// endpoint (set, or left to an external control-plane provider such as Kamaji).
 fn no_pool(spec: &ProxmoxClusterSpec) -> bool {
-    spec.ipv4_config.is_none() && spec.ipv6_config.is_none()
+    let static_endpoint = spec.external_managed_control_plane == Some(true)
+        || spec
+            .control_plane_endpoint
+            .as_ref()
+            .and_then(|e| e.host.as_deref())
+            .is_some_and(|h| !h.is_empty());
+    spec.ipv4_config.is_none() && spec.ipv6_config.is_none() && !static_endpoint
 }
 
 const CLUSTER: &str = "ProxmoxCluster";
@@ -130,7 +140,7 @@ fn name_of(meta: &kube::api::ObjectMeta) -> &str {
 pub fn validate_cluster_create(c: &ProxmoxCluster) -> Verdict {
     let name = name_of(&c.metadata);
     if no_pool(&c.spec) {
-        return Verdict::deny(denied(NO_POOL)).warn(format!("{NO_POOL} {name}"));
+        return Verdict::deny(denied(NO_POOL)).warn(format!("proxmox cluster {name}: {NO_POOL}"));
     }
     if let Some(e) = endpoint(&c.spec) {
         return Verdict::deny(invalid(CLUSTER, name, &[e]))
@@ -154,9 +164,7 @@ pub fn validate_template_create(t: &ProxmoxClusterTemplate) -> Verdict {
     let name = name_of(&t.metadata);
     let spec = &t.spec.template.spec;
     if no_pool(spec) {
-        return Verdict::deny(denied(NO_POOL)).warn(format!(
-            "proxmox cluster template must define at least one IP pool config {name}"
-        ));
+        return Verdict::deny(denied(NO_POOL)).warn(format!("proxmox cluster template {name}: {NO_POOL}"));
     }
     if let Some(e) = endpoint(spec) {
         return Verdict::deny(invalid(TEMPLATE, name, &[e]))
@@ -186,6 +194,26 @@ fn additive(spec: &ProxmoxClusterSpec, kind: &str, name: &str, path: &str) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dhcp_only_clusters_need_a_static_endpoint() {
+        let mut spec = ProxmoxClusterSpec::default();
+        assert!(no_pool(&spec));
+        spec.external_managed_control_plane = Some(true);
+        assert!(!no_pool(&spec));
+        spec.external_managed_control_plane = None;
+        spec.control_plane_endpoint = Some(capmox_api::v1alpha2::ApiEndpoint {
+            host: Some("10.0.0.5".into()),
+            port: Some(6443),
+        });
+        assert!(!no_pool(&spec));
+        let mut c = ProxmoxCluster::new("c", spec);
+        assert!(validate_cluster_create(&c).denial.is_none());
+        c.spec.control_plane_endpoint = None;
+        let v = validate_cluster_create(&c);
+        let message = v.denial.map(|d| d.message).unwrap_or_default();
+        assert!(message.contains("static controlPlaneEndpoint"), "{message}");
+    }
 
     #[test]
     fn hostnames_like_capmox() {

@@ -6,7 +6,7 @@
 //!
 //! Down: `net0` (or an unnamed device) becomes `default`, the others `additionalDevices`; the
 //! `ipPoolRef` list is split by pool name with [`split_pool_refs`]. The dummy network becomes no
-//! network. Hub-only data (`zone`, `queues`, `defaultIPv4/6`, `is6`, extra pools) is kept by the
+//! network. Hub-only data (`zone`, `queues`, `defaultIPv4/6`, `ipv4`/`ipv6` modes, `is6`, extra pools) is kept by the
 //! conversion-data annotation.
 
 use k8s_openapi::api::core::v1::TypedLocalObjectReference;
@@ -253,7 +253,8 @@ fn device_down(d: &v1alpha2::NetworkDevice) -> v1alpha1::NetworkDevice {
 }
 
 /// Restores hub-only network data from `restored` into `hub` (capmox restores the same fields):
-/// `zone`, and per device (matched by name) `queues`, `defaultIPv4`/`defaultIPv6` and the `is6`
+/// `zone`, and per device (matched by name) `queues`, `defaultIPv4`/`defaultIPv6`, the addressing
+/// modes `ipv4`/`ipv6` (capmox-rs: DHCP) and the `is6`
 /// flags of routes and policies, and the `is6` flags of VRF routes and policies (matched by VRF
 /// name), where the lists line up.
 pub fn restore_network(hub: &mut v1alpha2::NetworkSpec, restored: &v1alpha2::NetworkSpec) {
@@ -267,6 +268,8 @@ pub fn restore_network(hub: &mut v1alpha2::NetworkSpec, restored: &v1alpha2::Net
         device.queues = device.queues.or(old.queues);
         device.default_ipv4 = old.default_ipv4;
         device.default_ipv6 = old.default_ipv6;
+        device.ipv4 = device.ipv4.or(old.ipv4);
+        device.ipv6 = device.ipv6.or(old.ipv6);
         restore_is6(
             &mut device.routes,
             &old.routes,

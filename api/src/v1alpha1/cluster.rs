@@ -30,7 +30,7 @@ use super::{ApiEndpoint, Condition, LocalObjectReference, ProxmoxMachineSpec, Se
 )]
 #[serde(rename_all = "camelCase", remote = "Self")]
 #[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "self.ipv4Config != null || self.ipv6Config != null", "message": "at least one ip config must be set, either ipv4Config or ipv6Config"}
+    {"rule": crate::v1alpha2::RULE_CLUSTER_IP_CONFIG, "message": crate::v1alpha2::RULE_CLUSTER_IP_CONFIG_MESSAGE}
 ]))]
 #[schemars(transform = super::schema::finalize)]
 pub struct ProxmoxClusterSpec {

@@ -62,7 +62,7 @@ pub const MACHINE_ONLY_RULES: [&str; 2] = [
 ];
 
 /// Rule capmox puts on a ProxmoxCluster's `spec` but not on the template's copy.
-pub const CLUSTER_ONLY_RULES: [&str; 1] = ["self.ipv4Config != null || self.ipv6Config != null"];
+pub const CLUSTER_ONLY_RULES: [&str; 1] = [crate::v1alpha2::RULE_CLUSTER_IP_CONFIG];
 
 /// Container transform for a top-level `spec`/`status` type: strips `nullable`.
 pub fn finalize(schema: &mut Schema) {

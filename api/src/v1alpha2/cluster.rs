@@ -8,8 +8,13 @@ use serde::{Deserialize, Serialize};
 
 use super::common::{ApiEndpoint, InitializationStatus};
 
-/// CEL rule on `ProxmoxCluster.spec` (not on the template) requiring an IP configuration.
-pub const RULE_CLUSTER_IP_CONFIG: &str = "self.ipv4Config != null || self.ipv6Config != null";
+/// CEL rule on `ProxmoxCluster.spec` (not on the template) requiring an IP configuration —
+/// unless the machines all use DHCP, which capmox-rs allows when the control-plane endpoint is
+/// static (set, or managed by an external control plane such as Kamaji).
+pub const RULE_CLUSTER_IP_CONFIG: &str = "has(self.ipv4Config) || has(self.ipv6Config) || (has(self.controlPlaneEndpoint) && has(self.controlPlaneEndpoint.host) && self.controlPlaneEndpoint.host != '') || (has(self.externalManagedControlPlane) && self.externalManagedControlPlane)";
+
+/// Message of [`RULE_CLUSTER_IP_CONFIG`]: capmox's, plus what a DHCP-only cluster needs.
+pub const RULE_CLUSTER_IP_CONFIG_MESSAGE: &str = "at least one ip config must be set, either ipv4Config or ipv6Config (a cluster whose machines all use DHCP needs no IP pool, but a static controlPlaneEndpoint)";
 
 /// Desired state of a `ProxmoxCluster`.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -31,7 +36,7 @@ pub const RULE_CLUSTER_IP_CONFIG: &str = "self.ipv4Config != null || self.ipv6Co
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
-    {"rule": RULE_CLUSTER_IP_CONFIG, "message": "at least one ip config must be set, either ipv4Config or ipv6Config"}
+    {"rule": RULE_CLUSTER_IP_CONFIG, "message": RULE_CLUSTER_IP_CONFIG_MESSAGE}
 ]))]
 pub struct ProxmoxClusterSpec {
     /// Proxmox nodes that may host this cluster's machines; empty means any node.
@@ -140,6 +145,12 @@ pub struct ZoneConfigSpec {
         {"rule": "self.addresses.size() > 0", "message": "IPv6Config addresses must be provided"}
     ]))]
     pub ipv6_config: Option<IpConfigSpec>,
+
+    /// Proxmox nodes of the zone. A machine whose CAPI `Machine.spec.failureDomain` names this
+    /// zone (with `failureDomainsFromZones`) is placed on one of them. capmox-rs addition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(length(min = 1)), extend("x-kubernetes-list-type" = "set"))]
+    pub nodes: Option<Vec<String>>,
 
     /// Name of the zone.
     #[schemars(regex(pattern = super::schema::ZONE_PATTERN))]

@@ -54,3 +54,8 @@ pub const PROVISIONED_REASON: &str = "Provisioned";
 pub const WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY_REASON: &str = "WaitingForClusterInfrastructureReady";
 /// Cluster API reason: waiting for the bootstrap data secret.
 pub const WAITING_FOR_BOOTSTRAP_DATA_REASON: &str = "WaitingForBootstrapData";
+/// `VirtualMachineProvisioned` reason: the Machine's failure domain names no zone of the
+/// ProxmoxCluster (capmox-rs, failure domains from zones).
+pub const UNKNOWN_FAILURE_DOMAIN_REASON: &str = "UnknownFailureDomain";
+/// `VirtualMachineProvisioned` reason: the guest has no DHCP/SLAAC address yet (capmox-rs).
+pub const WAITING_FOR_DYNAMIC_ADDRESS_REASON: &str = "WaitingForDynamicAddress";

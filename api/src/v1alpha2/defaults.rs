@@ -60,10 +60,31 @@ impl TemplateSelector {
     }
 }
 
+impl ProxmoxClusterSpec {
+    /// Whether the spec defines `zone` without any IP pool (a DHCP-only zone): the default zone
+    /// without `ipv4Config`/`ipv6Config`, or a `zoneConfig` entry without either.
+    pub fn zone_without_pools(&self, zone: &str) -> bool {
+        if zone == DEFAULT_ZONE {
+            return self.ipv4_config.is_none() && self.ipv6_config.is_none();
+        }
+        self.zone_config
+            .iter()
+            .flatten()
+            .any(|z| z.zone == zone && z.ipv4_config.is_none() && z.ipv6_config.is_none())
+    }
+}
+
 impl NetworkSpec {
     /// Zone whose default pools the machine uses (default `default`).
     pub fn zone_or_default(&self) -> &str {
         self.zone.as_deref().unwrap_or(DEFAULT_ZONE)
+    }
+
+    /// Some NIC learns an address by DHCP or SLAAC (from the guest agent, not from IPAM).
+    pub fn uses_dynamic_addresses(&self) -> bool {
+        self.network_devices
+            .iter()
+            .any(NetworkDevice::uses_dynamic_addresses)
     }
 }
 
@@ -76,6 +97,26 @@ impl NetworkDevice {
     /// NIC model (default `virtio`).
     pub fn model_or_default(&self) -> NetworkModel {
         self.model.unwrap_or_default()
+    }
+
+    /// The guest gets this NIC's IPv4 address by DHCP (`ipv4: dhcp`).
+    pub fn dhcp4(&self) -> bool {
+        self.ipv4 == Some(super::Ipv4Mode::Dhcp)
+    }
+
+    /// The guest gets this NIC's IPv6 address by DHCPv6 (`ipv6: dhcp`).
+    pub fn dhcp6(&self) -> bool {
+        self.ipv6 == Some(super::Ipv6Mode::Dhcp)
+    }
+
+    /// The guest configures this NIC's IPv6 address from router advertisements (`ipv6: slaac`).
+    pub fn slaac(&self) -> bool {
+        self.ipv6 == Some(super::Ipv6Mode::Slaac)
+    }
+
+    /// Some address of this NIC is not static (DHCP or SLAAC): it is learnt from the guest agent.
+    pub fn uses_dynamic_addresses(&self) -> bool {
+        self.dhcp4() || self.dhcp6() || self.slaac()
     }
 }
 

@@ -50,6 +50,18 @@ pub struct NetworkDevice {
     #[schemars(schema_with = "super::schema::ip_pool_refs")]
     pub ip_pool_ref: Option<Vec<TypedLocalObjectReference>>,
 
+    /// How the guest gets this NIC's IPv4 address: `static` (the default: from the IPAM pools)
+    /// or `dhcp` (no claim for the default IPv4 pool; the address is read from the QEMU guest
+    /// agent). capmox-rs addition (capmox #29).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv4: Option<Ipv4Mode>,
+
+    /// How the guest gets this NIC's IPv6 address: `static` (the default: from the IPAM pools),
+    /// `dhcp` (DHCPv6) or `slaac` (router advertisements); with `dhcp` or `slaac` the default
+    /// IPv6 pool is not claimed. capmox-rs addition (capmox #29).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv6: Option<Ipv6Mode>,
+
     /// MTU configured inside the guest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-validations" = [
@@ -93,6 +105,30 @@ pub struct NetworkDevice {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 4094))]
     pub vlan: Option<i32>,
+}
+
+/// IPv4 addressing of a NIC.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Ipv4Mode {
+    /// Addresses from the IPAM pools (capmox's behaviour).
+    #[default]
+    Static,
+    /// DHCPv4 in the guest.
+    Dhcp,
+}
+
+/// IPv6 addressing of a NIC.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Ipv6Mode {
+    /// Addresses from the IPAM pools (capmox's behaviour).
+    #[default]
+    Static,
+    /// DHCPv6 in the guest.
+    Dhcp,
+    /// Stateless autoconfiguration from router advertisements.
+    Slaac,
 }
 
 /// Emulated NIC model.

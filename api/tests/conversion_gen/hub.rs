@@ -156,6 +156,20 @@ pub fn hub_device(full: bool, index: usize) -> BoxedStrategy<h::NetworkDevice> {
     } else {
         Just(None).boxed()
     };
+    // Hub-only (capmox-rs): only in full objects, which carry the conversion-data annotation.
+    let modes = if full {
+        (
+            opt(prop_oneof![Just(h::Ipv4Mode::Static), Just(h::Ipv4Mode::Dhcp)]),
+            opt(prop_oneof![
+                Just(h::Ipv6Mode::Static),
+                Just(h::Ipv6Mode::Dhcp),
+                Just(h::Ipv6Mode::Slaac)
+            ]),
+        )
+            .boxed()
+    } else {
+        Just((None, None)).boxed()
+    };
     let model = opt(prop_oneof![
         Just(h::NetworkModel::E1000),
         Just(h::NetworkModel::Virtio),
@@ -172,13 +186,17 @@ pub fn hub_device(full: bool, index: usize) -> BoxedStrategy<h::NetworkDevice> {
             link_mtu,
         ),
         (model, opt(mtu()), queues, routes, policies, opt(1..=4094i32)),
+        modes,
     )
         .prop_map(
             move |(
                 (bridge, default_ipv4, default_ipv6, dns_servers, ip_pool_ref, link_mtu),
                 (model, mtu, queues, routes, routing_policy, vlan),
+                (ipv4, ipv6),
             )| h::NetworkDevice {
                 name: Some(format!("net{index}")),
+                ipv4,
+                ipv6,
                 bridge,
                 default_ipv4,
                 default_ipv6,
@@ -530,14 +548,20 @@ pub fn hub_cluster_spec(full: bool) -> BoxedStrategy<h::ProxmoxClusterSpec> {
     let zones = if full {
         opt(btree_map(
             word(),
-            (vec(ip(), 1..2), opt(hub_ip_config()), opt(hub_ip_config())),
+            (
+                vec(ip(), 1..2),
+                opt(hub_ip_config()),
+                opt(hub_ip_config()),
+                opt(vec(word(), 1..3)),
+            ),
             1..3,
         )
         .prop_map(|m| {
             m.into_iter()
                 .map(
-                    |(zone, (dns_servers, ipv4_config, ipv6_config))| h::ZoneConfigSpec {
+                    |(zone, (dns_servers, ipv4_config, ipv6_config, nodes))| h::ZoneConfigSpec {
                         zone,
+                        nodes,
                         dns_servers,
                         ipv4_config,
                         ipv6_config,

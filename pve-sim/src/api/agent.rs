@@ -189,11 +189,13 @@ pub fn exec_status(ctx: &Ctx, p: &Params) -> HandlerResult {
     })
 }
 
-/// `GET .../agent/network-get-interfaces`: addresses from the attached NoCloud ISO's network-config.
+/// `GET .../agent/network-get-interfaces`: addresses from the attached NoCloud ISO's network-config,
+/// plus DHCP leases / SLAAC addresses for NICs it configures that way.
 pub fn network_get_interfaces(ctx: &Ctx, p: &Params) -> HandlerResult {
     with_vm(ctx, p, |c, node, vmid| {
         let vm = c.vm_on(node, vmid).ok_or_else(|| conf_missing(node, vmid))?;
         let macs = vm.macs();
+        // The agent answers only once the guest booted: DHCP has handed out its leases.
         let network_config = vm
             .config
             .iter()
@@ -208,7 +210,7 @@ pub fn network_get_interfaces(ctx: &Ctx, p: &Params) -> HandlerResult {
                 crate::iso::read_file(&volume.data, "network-config")
             })
             .next();
-        let ifaces = crate::iso::interfaces(network_config.as_deref(), &macs);
+        let ifaces = crate::iso::interfaces_with_dhcp(network_config.as_deref(), &macs, Some(&mut c.dhcp));
         Ok(Reply::data(json!({"result": ifaces})))
     })
 }

@@ -1,5 +1,6 @@
 //! The simulated cluster: nodes, storages, VMs, HA resources, tasks, counters, fault switches.
 
+pub mod dhcp;
 pub mod gate;
 pub mod leftovers;
 pub mod vm;
@@ -186,6 +187,8 @@ pub struct Cluster {
     pub task_release: Arc<tokio::sync::Notify>,
     /// Every clone that completed, in order: the new VM's VMID and name.
     pub clone_history: Vec<(u32, String)>,
+    /// DHCP leases and SLAAC addresses of the guests.
+    pub dhcp: dhcp::Dhcp,
 }
 
 /// Errors building the cluster from a scenario.
@@ -318,6 +321,7 @@ impl Cluster {
             tasks_held: false,
             task_release: Arc::new(tokio::sync::Notify::new()),
             clone_history: Vec::new(),
+            dhcp: dhcp::Dhcp::new(scenario.dhcp.clone()),
         })
     }
 

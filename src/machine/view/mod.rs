@@ -134,6 +134,8 @@ pub struct ProxmoxView {
     pub timing: timing::Timing,
     refresher: Mutex<Option<tokio::task::AbortHandle>>,
     pending: Mutex<HashMap<ObjectRef<ProxmoxMachine>, PendingWait>>,
+    /// The Proxmox cluster's name (`None` inside: a node outside any cluster), read once.
+    cluster_name: tokio::sync::OnceCell<Option<String>>,
 }
 
 /// A wait a pass asked for, armed once the pass has persisted what it did (so that no Proxmox
@@ -188,7 +190,28 @@ impl ProxmoxView {
             timing: timing::Timing::default(),
             refresher: Mutex::new(None),
             pending: Mutex::default(),
+            cluster_name: tokio::sync::OnceCell::new(),
         })
+    }
+
+    /// The Proxmox cluster's name from `GET /cluster/status` (read once per view; `None` for a
+    /// node that is not part of a cluster). The bootstrap meta-data's `region`.
+    pub async fn cluster_name(&self) -> Result<Option<String>, MachineError> {
+        self.cluster_name
+            .get_or_try_init(|| async {
+                let status = self
+                    .client
+                    .cluster_status()
+                    .await
+                    .map_err(MachineError::proxmox("reading the Proxmox cluster status"))?;
+                Ok(status
+                    .into_iter()
+                    .find(|e| e.entry_type == "cluster")
+                    .map(|e| e.name)
+                    .filter(|n| !n.is_empty()))
+            })
+            .await
+            .cloned()
     }
 
     /// The Proxmox client.
