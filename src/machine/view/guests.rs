@@ -163,7 +163,11 @@ mod tests {
         assert_eq!(names, vec!["b", "c"], "booted within one poll of the scout");
         // Something was learned: a later machine first looks when it has been up that long.
         let e = g.next_check(&m("e"), Instant::now(), poll);
-        assert_eq!(g.too_early(Duration::ZERO, poll), None, "learned: no first-look delay");
+        assert_eq!(
+            g.too_early(Duration::ZERO, poll),
+            None,
+            "learned: no first-look delay"
+        );
         assert!(e >= poll, "{e:?}");
         g.forget(&m("b"));
         g.forget(&m("c"));
@@ -175,7 +179,10 @@ mod tests {
         assert!(!g.should_look(&m("x"), t, Duration::ZERO), "third waits");
         assert!(g.should_look(&m("x"), t, Duration::ZERO), "its next check looks");
         let poll = Duration::from_secs(5);
-        assert_eq!(g.too_early(Duration::from_secs(3), poll), Some(Duration::from_secs(7)));
+        assert_eq!(
+            g.too_early(Duration::from_secs(3), poll),
+            Some(Duration::from_secs(7))
+        );
         assert_eq!(g.too_early(Duration::from_secs(10), poll), None);
         g.set_pid(200, Some(7));
         assert_eq!(g.pid(200), Some(7));

@@ -301,8 +301,9 @@ impl ProxmoxView {
     /// Records that this controller started task `upid` now.
     pub fn started(&self, upid: &str, vmid: u32) {
         lock(&self.tasks).insert(upid.to_owned(), Instant::now());
-        let kind = crate::proxmox::Upid::parse(upid)
-            .map_or(writes::WriteKind::Vm, |u| writes::WriteKind::of_task(&u.task_type));
+        let kind = crate::proxmox::Upid::parse(upid).map_or(writes::WriteKind::Vm, |u| {
+            writes::WriteKind::of_task(&u.task_type)
+        });
         self.wrote_kind(vmid, kind);
     }
 
