@@ -138,7 +138,7 @@ pub fn check_cpu(value: &str) -> Result<(), String> {
                     return Err(sub_err(
                         "cpu",
                         "flags",
-                        &format!("value does not match the regex pattern"),
+                        "value does not match the regex pattern",
                     ));
                 }
             }

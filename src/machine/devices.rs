@@ -185,7 +185,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            nodes_with_mappings(&candidates, &[nic.clone()], &mappings).unwrap(),
+            nodes_with_mappings(&candidates, std::slice::from_ref(&nic), &mappings).unwrap(),
             ["pve1", "pve2"]
         );
         assert_eq!(
