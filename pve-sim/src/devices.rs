@@ -135,11 +135,7 @@ pub fn check_cpu(value: &str) -> Result<(), String> {
                             .is_some_and(|name| VM_CPU_FLAGS.contains(&name))
                     });
                 if !ok {
-                    return Err(sub_err(
-                        "cpu",
-                        "flags",
-                        "value does not match the regex pattern",
-                    ));
+                    return Err(sub_err("cpu", "flags", "value does not match the regex pattern"));
                 }
             }
             "hidden" => {
