@@ -223,9 +223,9 @@ pub fn missing_on_node(
 ) -> Option<String> {
     let needle = format!("node={node}");
     wanted.iter().find_map(|id| match mappings.get(id) {
-        None => Some(format!("PCI mapping '{id}' not found\n")),
+        None => Some(format!("PCI mapping '{id}' not found")),
         Some(map) if !map.iter().any(|e| e.split(',').any(|p| p == needle)) => Some(format!(
-            "PCI device mapping not found for '{id}' on node '{node}'\n"
+            "PCI device mapping not found for '{id}' on node '{node}'"
         )),
         Some(_) => None,
     })

@@ -97,7 +97,7 @@ pub fn start(ctx: &Ctx, p: &Params) -> HandlerResult {
                 vm.apply_pending();
                 let wanted = crate::devices::mappings_in(&vm.config);
                 if let Some(e) = crate::devices::missing_on_node(&c.pci_mappings, &wanted, &n) {
-                    return Err(format!("{e}start failed: PCI device mapping check failed"));
+                    return Err(e);
                 }
                 let bridges = c.nodes.get(&n).map(|node| node.bridges.clone()).unwrap_or_default();
                 let vm = c
