@@ -79,6 +79,23 @@ const ALLOWED_ADDITIONS: &[(&str, &str, &str)] = &[
         "spec.template.spec.ha",
         "same spec field in the template",
     ),
+    // capmox-rs: CPU model/flags/NUMA (capmox #899) and PCI passthrough by resource mapping (#834).
+    ("ProxmoxMachine v1alpha2", "spec.cpu", "CPU model, flags and NUMA"),
+    (
+        "ProxmoxMachineTemplate v1alpha2",
+        "spec.template.spec.cpu",
+        "same spec field in the template",
+    ),
+    (
+        "ProxmoxMachine v1alpha2",
+        "spec.pciDevices",
+        "PCI passthrough by resource mapping",
+    ),
+    (
+        "ProxmoxMachineTemplate v1alpha2",
+        "spec.template.spec.pciDevices",
+        "same spec field in the template",
+    ),
     (
         "ProxmoxMachine v1alpha2",
         "status.haResource",

@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod devices;
 pub mod error;
 pub mod iso;
 pub mod multipart;

@@ -635,10 +635,12 @@ pub fn check_config_value(key: &str, value: &str) -> Result<(), String> {
             &serde_json::json!(value),
         ),
         "efidisk0" | "tpmstate0" => check_drive(key, value),
+        "cpu" => crate::devices::check_cpu(value),
         _ => match family(key) {
             Some("net") => check_net(key, value),
             Some("ide" | "sata" | "scsi" | "virtio") => check_drive(key, value),
             Some("ipconfig") => check_ipconfig(key, value),
+            Some("hostpci") => crate::devices::check_hostpci(key, value),
             _ => Ok(()),
         },
     }

@@ -46,6 +46,10 @@ pub struct Scenario {
     /// HA groups (`/cluster/ha/groups`); an HA resource may only name one of these.
     #[serde(default)]
     pub ha_groups: Vec<String>,
+    /// PCI resource mappings (`/cluster/mapping/pci`): id → `map` entries
+    /// (`node=pve1,path=0000:01:00.0,id=10de:1eb8`).
+    #[serde(default)]
+    pub pci_mappings: BTreeMap<String, Vec<String>>,
     /// Users with their passwords and API tokens (default `root@pam` and `capmox@pve!capi`).
     #[serde(default = "default_users")]
     pub users: Vec<UserSpec>,
@@ -494,6 +498,7 @@ impl Default for Scenario {
             ],
             pools: Vec::new(),
             ha_groups: Vec::new(),
+            pci_mappings: BTreeMap::new(),
             users: vec![
                 UserSpec {
                     userid: "root@pam".to_string(),

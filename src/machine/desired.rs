@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use capmox_api::v1alpha2::{AdditionalVolume, ProxmoxMachineSpec};
+use capmox_api::v1alpha2::{AdditionalVolume, CpuSpec, PciDevice, ProxmoxMachineSpec};
 
 use crate::proxmox::types::{ConfigUpdate, NetDevice, VmConfig};
 
@@ -51,6 +51,10 @@ pub struct DesiredVm {
     pub boot_disk: Option<(String, u64)>,
     /// Additional data disks (`spec.disks.additionalVolumes`), in spec order.
     pub volumes: Vec<AdditionalVolume>,
+    /// CPU model, flags and NUMA (`spec.cpu`).
+    pub cpu: Option<CpuSpec>,
+    /// PCI devices by resource mapping (`spec.pciDevices`), `hostpci<n>` in order.
+    pub pci_devices: Vec<PciDevice>,
 }
 
 impl DesiredVm {
@@ -90,6 +94,8 @@ impl DesiredVm {
                 .as_ref()
                 .and_then(|d| d.additional_volumes.clone())
                 .unwrap_or_default(),
+            cpu: spec.cpu.clone(),
+            pci_devices: spec.pci_devices.clone().unwrap_or_default(),
         }
     }
 }
@@ -159,7 +165,11 @@ pub fn config_changes(desired: &DesiredVm, current: &VmConfig) -> ConfigUpdate {
     if !missing.is_empty() {
         update = update.tags(&merged_tags(current, &missing));
     }
-    update
+    update.merge(super::devices::device_changes(
+        desired.cpu.as_ref(),
+        &desired.pci_devices,
+        current,
+    ))
 }
 
 /// The tags of `wanted` the VM does not carry yet (case-insensitive, deduplicated, in order).

@@ -14,6 +14,7 @@ pub mod boot;
 pub mod caches;
 pub mod delete;
 pub mod desired;
+pub mod devices;
 pub mod dynamic;
 pub mod error;
 pub mod guest;

@@ -145,6 +145,41 @@ async fn free_vmid(
     ))
 }
 
+/// The allowed nodes narrowed to those that have every PCI resource mapping of
+/// `spec.pciDevices` (unchanged for a machine without devices; no restriction becomes "every
+/// online node"). Reads `/cluster/mapping/pci` once per reservation of such a machine.
+async fn pci_nodes(
+    env: &StepEnv<'_>,
+    pm: &ProxmoxMachine,
+    allowed: Option<Vec<String>>,
+    resources: &[ClusterResource],
+) -> Result<Result<Option<Vec<String>>, String>, MachineError> {
+    let devices = pm.spec.pci_devices.as_deref().unwrap_or_default();
+    if devices.is_empty() {
+        return Ok(Ok(allowed));
+    }
+    let candidates = allowed.unwrap_or_else(|| {
+        NodeInfo::from_cluster_resources(resources)
+            .into_iter()
+            .filter(|n| n.online)
+            .map(|n| n.name)
+            .collect()
+    });
+    let mappings: Vec<(String, BTreeSet<String>)> = env
+        .view
+        .client()
+        .pci_mappings()
+        .await
+        .map_err(MachineError::proxmox("reading the PCI resource mappings"))?
+        .into_iter()
+        .map(|m| {
+            let nodes = super::devices::mapping_nodes(&m.map);
+            (m.id, nodes)
+        })
+        .collect();
+    Ok(super::devices::nodes_with_mappings(&candidates, devices, &mappings).map(Some))
+}
+
 /// Chooses template, node and VMID and records them on `pm` and in the ProxmoxCluster. The node
 /// is chosen and recorded in one step serialised with every other reservation of the cluster,
 /// so concurrent reservations spread over the nodes.
@@ -172,6 +207,17 @@ pub async fn reserve(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepR
     ) {
         Ok(a) => a,
         Err(message) => return Ok(failed(message, env)),
+    };
+    // PCI passthrough: only nodes with an entry in every mapping (read once, only for such machines).
+    let allowed = match pci_nodes(env, pm, allowed, resources).await? {
+        Ok(a) => a,
+        Err(message) => {
+            return Ok(StepResult::failed(
+                api::PCI_MAPPING_UNAVAILABLE_REASON,
+                message,
+                Some(env.settings.retry_delay),
+            ));
+        }
     };
     let (name, zone, cp) = (
         pm.name_any(),

@@ -359,6 +359,13 @@ pub fn decide(f: &Facts) -> Step {
     if !f.bootstrap_provided {
         // Shape the VM only while it has never run with our bootstrap data (no drift correction).
         if vm.power == Power::Stopped {
+            if let Some(message) = super::devices::pcie_needs_q35(&f.desired.pci_devices, &vm.config) {
+                return Step::Fail(Failure {
+                    reason: reasons::PCIE_REQUIRES_Q35_REASON,
+                    message,
+                    retry_after: Some(TASK_RETRY_DELAY),
+                });
+            }
             let volumes = match new_volumes(&f.desired, &vm.config) {
                 Ok(v) => v,
                 Err(message) => {

@@ -419,6 +419,39 @@ fn new_data_disks_go_out_with_the_config_and_only_once() {
 }
 
 #[test]
+fn cpu_and_pci_devices_go_into_the_config_write_and_pcie_needs_q35() {
+    let mut f = facts();
+    f.desired.cpu = Some(capmox_api::v1alpha2::CpuSpec {
+        cpu_type: Some("host".into()),
+        flags: None,
+        numa: Some(true),
+    });
+    f.desired.pci_devices = vec![capmox_api::v1alpha2::PciDevice {
+        mapping: "gpu".into(),
+        pcie: Some(true),
+        x_vga: None,
+    }];
+    f.vm = vm(Power::Stopped, shaped_config());
+    assert!(matches!(
+        decide(&f),
+        Step::Fail(Failure {
+            reason: reasons::PCIE_REQUIRES_Q35_REASON,
+            retry_after: Some(_),
+            ..
+        })
+    ));
+    let mut cfg = shaped_config();
+    cfg.raw.insert("machine".into(), json!("q35"));
+    f.vm = vm(Power::Stopped, cfg);
+    let Step::ConfigureVm(update) = decide(&f) else {
+        panic!("expected a config write, got {:?}", decide(&f));
+    };
+    assert_eq!(update.params()["cpu"], json!("host"));
+    assert_eq!(update.params()["numa"], json!(1));
+    assert_eq!(update.params()["hostpci0"], json!("mapping=gpu,pcie=1"));
+}
+
+#[test]
 fn ha_is_applied_after_the_first_start_and_follows_the_spec() {
     let mut f = facts();
     f.ha = Some(capmox_api::v1alpha2::HaSpec::default());

@@ -23,6 +23,7 @@ pub fn spec_up(s: &v1alpha1::ProxmoxMachineSpec) -> v1alpha2::ProxmoxMachineSpec
             skip_qemu_guest_agent: c.skip_qemu_guest_agent,
         }),
         cloud_init_storage: None,
+        cpu: None,
         description: s.description.clone(),
         disks: s.disks.as_ref().map(|d| v1alpha2::Storage {
             additional_volumes: None,
@@ -42,6 +43,7 @@ pub fn spec_up(s: &v1alpha1::ProxmoxMachineSpec) -> v1alpha2::ProxmoxMachineSpec
         network_config_format: None,
         num_cores: s.num_cores,
         num_sockets: s.num_sockets,
+        pci_devices: None,
         pool: s.pool.clone(),
         provider_id: s.provider_id.clone(),
         snap_name: s.snap_name.clone(),
@@ -146,7 +148,7 @@ fn policy_down(p: v1alpha2::TemplateMatchPolicy) -> v1alpha1::TemplateMatchPolic
 }
 
 /// Restores hub-only machine spec data after the v1alpha1 object changed: the network extras,
-/// `cloudInitStorage`, `networkConfigFormat`, `disks.additionalVolumes` and `ha` (none of them
+/// `cloudInitStorage`, `networkConfigFormat`, `disks.additionalVolumes`, `ha`, `cpu` and `pciDevices` (none of them
 /// exists in v1alpha1).
 fn restore_hub_spec(hub: &mut v1alpha2::ProxmoxMachineSpec, restored: &v1alpha2::ProxmoxMachineSpec) {
     restore_network(&mut hub.network, &restored.network);
@@ -158,6 +160,12 @@ fn restore_hub_spec(hub: &mut v1alpha2::ProxmoxMachineSpec, restored: &v1alpha2:
     }
     if hub.ha.is_none() {
         hub.ha = restored.ha.clone();
+    }
+    if hub.cpu.is_none() {
+        hub.cpu = restored.cpu.clone();
+    }
+    if hub.pci_devices.is_none() {
+        hub.pci_devices = restored.pci_devices.clone();
     }
     if let Some(volumes) = restored
         .disks

@@ -43,6 +43,10 @@ pub const TASK_FAILED_REASON: &str = "TaskFailed";
 pub const ADDITIONAL_VOLUMES_FAILED_REASON: &str = "AdditionalVolumesFailed";
 /// Reason: the VM's Proxmox HA resource (`spec.ha`) could not be registered, updated or removed.
 pub const HA_CONFIGURATION_FAILED_REASON: &str = "HAConfigurationFailed";
+/// Reason: no allowed node has an entry in every Proxmox PCI resource mapping of `spec.pciDevices`.
+pub const PCI_MAPPING_UNAVAILABLE_REASON: &str = "PCIMappingUnavailable";
+/// Reason: `spec.pciDevices` asks for PCIe but the template's machine type is not q35.
+pub const PCIE_REQUIRES_Q35_REASON: &str = "PCIeRequiresQ35";
 /// Reason: deleting the VM failed.
 pub const DELETION_FAILED_REASON: &str = "DeletionFailed";
 

@@ -61,6 +61,10 @@ pub struct ProxmoxMachineSpec {
     #[schemars(length(min = 1))]
     pub cloud_init_storage: Option<String>,
 
+    /// CPU model, flags and NUMA of the VM (capmox #899); applied before the first boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<super::devices::CpuSpec>,
+
     /// Description set on the VM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -109,6 +113,12 @@ pub struct ProxmoxMachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub num_sockets: Option<i32>,
+
+    /// PCI devices passed through by Proxmox PCI resource mappings (`hostpci<n>`, capmox #834);
+    /// the VM is placed only on nodes where every mapping has an entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "atomic"))]
+    pub pci_devices: Option<Vec<super::devices::PciDevice>>,
 
     /// Proxmox resource pool to add the VM to.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -284,10 +284,12 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
             ]),
             opt(vec(hub_volume(), 1..3)),
             opt(hub_ha()),
+            opt(hub_cpu()),
+            opt(vec(hub_pci_device(), 1..3)),
         )
             .boxed()
     } else {
-        Just((None, None, None, None)).boxed()
+        Just((None, None, None, None, None, None)).boxed()
     };
     (
         (
@@ -332,7 +334,7 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
                 (num_cores, num_sockets, pool, provider_id),
                 (snap_name, source_node, storage, tags, template_id, template_selector, virtual_machine_id),
                 range,
-                (cloud_init_storage, network_config_format, additional_volumes, ha),
+                (cloud_init_storage, network_config_format, additional_volumes, ha, cpu, pci_devices),
             )| h::ProxmoxMachineSpec {
                 allowed_nodes,
                 checks: checks.map(|(a, b)| h::ProxmoxMachineChecks {
@@ -340,6 +342,7 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
                     skip_qemu_guest_agent: b,
                 }),
                 cloud_init_storage,
+                cpu,
                 description,
                 disks: match (disks, additional_volumes) {
                     (None, None) => None,
@@ -359,6 +362,7 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
                 network_config_format,
                 num_cores,
                 num_sockets,
+                pci_devices,
                 pool,
                 provider_id,
                 snap_name,
@@ -404,6 +408,29 @@ fn hub_volume() -> BoxedStrategy<h::AdditionalVolume> {
                 cache,
             },
         )
+        .boxed()
+}
+
+fn hub_cpu() -> BoxedStrategy<h::CpuSpec> {
+    (
+        opt(prop_oneof![Just("host"), Just("x86-64-v2-AES"), Just("custom-a")].prop_map(String::from)),
+        opt(vec(
+            prop_oneof![Just("+aes"), Just("-pcid")].prop_map(String::from),
+            1..3,
+        )),
+        opt(any::<bool>()),
+    )
+        .prop_map(|(cpu_type, flags, numa)| h::CpuSpec {
+            cpu_type,
+            flags,
+            numa,
+        })
+        .boxed()
+}
+
+fn hub_pci_device() -> BoxedStrategy<h::PciDevice> {
+    (word(), opt(any::<bool>()), opt(any::<bool>()))
+        .prop_map(|(mapping, pcie, x_vga)| h::PciDevice { mapping, pcie, x_vga })
         .boxed()
 }
 

@@ -242,6 +242,18 @@ fn check_group(c: &Cluster, group: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
+/// `GET /cluster/mapping/pci`.
+pub fn pci_mappings(ctx: &Ctx, _p: &Params) -> HandlerResult {
+    ctx.state.with(|c| {
+        let items = c
+            .pci_mappings
+            .iter()
+            .map(|(id, map)| json!({"id": id, "map": map, "description": ""}))
+            .collect();
+        Ok(Reply::data(Value::Array(items)))
+    })
+}
+
 /// `GET /cluster/ha/groups`.
 pub fn ha_groups(ctx: &Ctx, _p: &Params) -> HandlerResult {
     ctx.state.with(|c| {

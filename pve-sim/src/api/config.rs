@@ -486,6 +486,10 @@ fn prepare(ctx: &Ctx, p: &Params) -> Result<Update, ApiError> {
         if !skiplock {
             vm.check_lock().map_err(ApiError::server)?;
         }
+        let wanted = crate::devices::mappings_in(changes.iter().map(|(k, v)| (k, v)));
+        if let Some(e) = crate::devices::missing_on_node(&c.pci_mappings, &wanted, &node) {
+            return Err(ApiError::server(e));
+        }
         Ok(())
     })?;
     Ok(Update {

@@ -393,6 +393,9 @@ pub fn route(method: &str, segs: &[&str]) -> Option<Route> {
             v_ha_update,
             vec![("sid", s(sid))],
         ),
+        ("GET", ["cluster", "mapping", "pci"]) => {
+            mk("GET /cluster/mapping/pci", cl::pci_mappings, v_none, vec![])
+        }
         ("GET", ["cluster", "ha", "groups"]) => mk("GET /cluster/ha/groups", cl::ha_groups, v_none, vec![]),
         ("DELETE", ["cluster", "ha", "resources", sid]) => mk(
             "DELETE /cluster/ha/resources/{sid}",

@@ -95,6 +95,10 @@ pub fn start(ctx: &Ctx, p: &Params) -> HandlerResult {
                     vm.config.remove("lock");
                 }
                 vm.apply_pending();
+                let wanted = crate::devices::mappings_in(&vm.config);
+                if let Some(e) = crate::devices::missing_on_node(&c.pci_mappings, &wanted, &n) {
+                    return Err(e);
+                }
                 let bridges = c.nodes.get(&n).map(|node| node.bridges.clone()).unwrap_or_default();
                 let vm = c
                     .vm_on_mut(&n, vmid)

@@ -181,6 +181,8 @@ pub struct Cluster {
     pub pools: Option<BTreeSet<String>>,
     /// HA groups.
     pub ha_groups: BTreeSet<String>,
+    /// PCI resource mappings: id → `map` entries.
+    pub pci_mappings: BTreeMap<String, Vec<String>>,
     /// While true, tasks do not complete (tests use this to observe in-flight state).
     pub tasks_held: bool,
     /// Wakes held tasks when they are released.
@@ -318,6 +320,7 @@ impl Cluster {
                 Some(scenario.pools.iter().cloned().collect())
             },
             ha_groups: scenario.ha_groups.iter().cloned().collect(),
+            pci_mappings: scenario.pci_mappings.clone(),
             tasks_held: false,
             task_release: Arc::new(tokio::sync::Notify::new()),
             clone_history: Vec::new(),
@@ -583,6 +586,17 @@ impl SimState {
     /// The HA resource of VM `vmid`, if it is one.
     pub fn ha_resource(&self, vmid: u32) -> Option<HaResource> {
         self.with(|c| c.ha.get(&vmid).cloned())
+    }
+
+    /// Adds a PCI resource mapping `id` with one entry per node in `nodes` (as
+    /// `POST /cluster/mapping/pci` would), or adds the nodes to an existing one.
+    pub fn add_pci_mapping(&self, id: &str, nodes: &[&str]) {
+        self.with(|c| {
+            let map = c.pci_mappings.entry(id.to_owned()).or_default();
+            for (i, n) in nodes.iter().enumerate() {
+                map.push(format!("node={n},path=0000:{:02x}:00.0,id=10de:1eb8", i + 1));
+            }
+        });
     }
 
     /// Adds an HA group (as `POST /cluster/ha/groups` would).

@@ -1,8 +1,8 @@
-//! `/cluster/ha/resources` and `/cluster/ha/groups`.
+//! `/cluster/ha/resources`, `/cluster/ha/groups` and `/cluster/mapping/pci`.
 
 use crate::proxmox::error::Error;
 use crate::proxmox::path::ApiPath;
-use crate::proxmox::types::{HaGroup, HaResource, HaResourceRequest};
+use crate::proxmox::types::{HaGroup, HaResource, HaResourceRequest, PciMapping};
 use crate::proxmox::{Client, to_body};
 
 fn resource_path(sid: &str) -> ApiPath {
@@ -17,6 +17,11 @@ impl Client {
             &[("type".to_owned(), "vm".to_owned())],
         )
         .await
+    }
+
+    /// `GET /cluster/mapping/pci`: the cluster's PCI resource mappings.
+    pub async fn pci_mappings(&self) -> Result<Vec<PciMapping>, Error> {
+        self.get(&ApiPath::root().lit("cluster/mapping/pci"), &[]).await
     }
 
     /// `GET /cluster/ha/groups`.

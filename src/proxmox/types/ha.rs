@@ -1,4 +1,5 @@
-//! Proxmox HA resources (`/cluster/ha/resources`) and groups (`/cluster/ha/groups`).
+//! Proxmox HA resources (`/cluster/ha/resources`), groups (`/cluster/ha/groups`) and PCI
+//! resource mappings (`/cluster/mapping/pci`).
 
 use serde::{Deserialize, Serialize};
 
@@ -69,4 +70,15 @@ mod tests {
         .unwrap();
         assert_eq!(e[0].state.as_deref(), Some("started"));
     }
+}
+
+/// One entry of `GET /cluster/mapping/pci`: a PCI resource mapping and its per-node entries
+/// (`node=<node>,path=<bdf>,id=<vendor:device>,...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct PciMapping {
+    /// The mapping's id (what `hostpci<n>: mapping=` names).
+    pub id: String,
+    /// One property string per node.
+    #[serde(default)]
+    pub map: Vec<String>,
 }
