@@ -34,6 +34,7 @@ use super::cluster::Backoff;
 use super::decoded::{self, Decoded};
 use super::triggers::changes;
 use crate::cluster;
+use crate::cluster::ClusterError;
 use crate::conditions;
 use crate::context::Context;
 use crate::ipam::IpamApiVersion;
@@ -43,6 +44,7 @@ use crate::machine::locations::Locations;
 use crate::machine::reconcile::{PassInputs, provision};
 use crate::machine::steps::Next;
 use crate::machine::view::{ProxmoxView, ViewSettings, Views};
+use crate::machine::zone;
 use crate::machine::{MachineError, MachineSettings};
 use crate::proxmox::Client;
 use watches::Stores;
@@ -351,17 +353,31 @@ fn owner_machine(mc: &MachineCtx, pm: &ProxmoxMachine) -> Option<MachineView> {
         .map(|o| MachineView::from_dynamic(&o))
 }
 
-/// The Proxmox client of a ProxmoxCluster (same precedence as the cluster controller; read-only).
-/// A client built from a credentials Secret is reused for [`CREDENTIALS_TTL`].
-async fn proxmox_client(mc: &MachineCtx, pc: &ProxmoxCluster) -> Result<Client, MachineError> {
+/// The Proxmox client of a machine: its zone's credentials Secret when `zone_secret` names one
+/// (it wins over the global client: the zone is another Proxmox cluster), else the ProxmoxCluster's
+/// (same precedence as the cluster controller; read-only). A client built from a credentials
+/// Secret is reused for [`CREDENTIALS_TTL`].
+async fn proxmox_client(
+    mc: &MachineCtx,
+    pc: &ProxmoxCluster,
+    zone_secret: Option<&k8s_openapi::api::core::v1::SecretReference>,
+) -> Result<Client, MachineError> {
     let ctx = &mc.ctx;
-    if let Some(g) = ctx.proxmox.global() {
+    let zone_key = zone_secret.and_then(|r| Some((r.namespace.clone()?, r.name.clone()?)));
+    if zone_key.is_none()
+        && let Some(g) = ctx.proxmox.global()
+    {
         return Ok(g.clone());
     }
-    let Some((ns, name)) = cluster::secret_key(pc) else {
+    let Some((ns, name)) = zone_key.clone().or_else(|| cluster::secret_key(pc)) else {
         return Err(MachineError::Invalid(
             "no Proxmox credentials: neither PROXMOX_URL nor the ProxmoxCluster's credentialsRef".into(),
         ));
+    };
+    let whose = if zone_key.is_some() {
+        "zone credentials secret"
+    } else {
+        "credentials secret"
     };
     let cache_key = (ns.clone(), name.clone());
     if let Some((client, at)) = mc
@@ -377,19 +393,41 @@ async fn proxmox_client(mc: &MachineCtx, pc: &ProxmoxCluster) -> Result<Client, 
     let secret = api
         .get_opt(&name)
         .await
-        .map_err(MachineError::kube(format!(
-            "getting credentials Secret {ns}/{name}"
-        )))?
-        .ok_or_else(|| MachineError::Invalid(format!("credentials secret {ns}/{name} not found")))?;
-    let client = ctx
-        .proxmox
-        .for_secret(&secret)
-        .map_err(|e| MachineError::Credentials(e.into()))?;
+        .map_err(MachineError::kube(format!("getting {whose} {ns}/{name}")))?
+        .ok_or_else(|| MachineError::Invalid(format!("{whose} {ns}/{name} not found")))?;
+    let client = ctx.proxmox.for_secret(&secret).map_err(|e| {
+        let e = ClusterError::from(e);
+        match &zone_key {
+            Some(_) => MachineError::Invalid(format!("{whose} {ns}/{name}: {e}")),
+            None => MachineError::Credentials(e),
+        }
+    })?;
     mc.credentials
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .insert(cache_key, (client.clone(), Instant::now()));
     Ok(client)
+}
+
+/// The Secret whose change should requeue a machine Proxmox refused: its zone's, else its
+/// ProxmoxCluster's (`None` with the global client, which only changes with a restart).
+fn rotation_secret(
+    ctx: &Context,
+    pc: Option<&ProxmoxCluster>,
+    zone_secret: Option<&k8s_openapi::api::core::v1::SecretReference>,
+) -> Option<(String, String)> {
+    if let Some(r) = zone_secret {
+        return Some((r.namespace.clone()?, r.name.clone()?));
+    }
+    if ctx.proxmox.global().is_some() {
+        return None;
+    }
+    pc.and_then(cluster::secret_key)
+}
+
+/// The zone credentials Secret recorded for the machine's VM (see [`zone::machine_credentials`]).
+fn recorded_credentials(pm: &ProxmoxMachine) -> Option<k8s_openapi::api::core::v1::SecretReference> {
+    pm.status.as_ref().and_then(|s| s.credentials_ref.clone())
 }
 
 /// The newest copy of the machine: the cache's or this controller's last write.
@@ -490,12 +528,17 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
     .map(|pc| mc.locations.latest.pick(pc));
     let settings = &ctx.settings.machine;
     if deleting {
-        let view = match &pc {
-            Some(pc) => proxmox_client(&mc, pc).await.ok(),
-            None => ctx.proxmox.global().cloned(),
+        // The VM is deleted where it was created (`status.credentialsRef`), not where its zone
+        // points now.
+        let recorded = recorded_credentials(&pm);
+        let rotation = rotation_secret(ctx, pc.as_deref(), recorded.as_ref());
+        let view = match (&pc, &recorded) {
+            (Some(pc), _) => proxmox_client(&mc, pc, recorded.as_ref()).await.ok(),
+            (None, None) => ctx.proxmox.global().cloned(),
+            (None, Some(_)) => None,
         }
         .map(|c| mc.views.of(&ctx.proxmox, &c));
-        return delete_passes(&mc, pm, view.as_ref(), pc.as_ref()).await;
+        return delete_passes(&mc, pm, view.as_ref(), pc.as_ref(), rotation.as_ref()).await;
     }
     let Some(machine) = machine else {
         tracing::info!(object = %key(&pm), "Machine Controller has not yet set OwnerRef");
@@ -514,7 +557,22 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
             work = (*pm).clone();
         }
     }
-    let proxmox = proxmox_client(&mc, &pc).await?;
+    // The machine's zone (the failure domain's, when it selects one) decides its Proxmox cluster;
+    // where the VM is created is recorded in the status before any VMID is reserved.
+    let _ = zone::apply(&mut work.spec, &pc.spec, machine.failure_domain.as_deref());
+    if zone::pin_credentials(&mut work, &pc) {
+        pm = persist_status(&mc, &pm, &work).await?;
+    }
+    let zone_secret = zone::machine_credentials(&work, &pc);
+    let zone_label = zone_secret
+        .as_ref()
+        .map(|r| (zone::machine_zone(&work.spec).to_owned(), zone::secret_label(r)));
+    let in_zone = |e: MachineError| match &zone_label {
+        Some((z, s)) => e.in_zone(z, s),
+        None => e,
+    };
+    let rotation = rotation_secret(ctx, Some(&pc), zone_secret.as_ref());
+    let proxmox = proxmox_client(&mc, &pc, zone_secret.as_ref()).await?;
     let view = mc.views.of(&ctx.proxmox, &proxmox);
     let inputs = PassInputs {
         kube: &ctx.client,
@@ -529,9 +587,11 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
     };
     for pass in 1.. {
         let was_provisioned = pm.is_provisioned();
-        let outcome = provision(&inputs, &mut work)
+        let mut outcome = provision(&inputs, &mut work)
             .await
-            .inspect_err(|e| note_auth_failure(ctx, Some(&pc), &pm, e))?;
+            .map_err(in_zone)
+            .inspect_err(|e| note_auth_failure(ctx, rotation.as_ref(), &pm, e))?;
+        outcome.error = outcome.error.map(in_zone);
         if let Some(err) = outcome.error.as_ref().filter(|e| e.is_auth())
             && !work.is_provisioned()
         {
@@ -570,7 +630,7 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
         if let Some(err) = &outcome.error {
             ctx.metrics.reconcile_error(CONTROLLER, err.class());
             if err.is_auth() {
-                note_auth_failure(ctx, Some(&pc), &pm, err);
+                note_auth_failure(ctx, rotation.as_ref(), &pm, err);
                 publish(&mc.recorder, &pm, true, err.reason(), err.to_string()).await;
             }
             let delay = mc.errors.next_jittered(
@@ -597,6 +657,7 @@ async fn delete_passes(
     mut pm: Arc<ProxmoxMachine>,
     view: Option<&Arc<ProxmoxView>>,
     pc: Option<&Arc<ProxmoxCluster>>,
+    rotation: Option<&(String, String)>,
 ) -> Result<Action, MachineError> {
     let ctx = &mc.ctx;
     let ns = pm.namespace().unwrap_or_default();
@@ -613,7 +674,7 @@ async fn delete_passes(
         let mut work = (*pm).clone();
         let out = delete(&inputs, &mut work)
             .await
-            .inspect_err(|e| note_auth_failure(ctx, pc.map(|p| p.as_ref()), &pm, e))?;
+            .inspect_err(|e| note_auth_failure(ctx, rotation, &pm, e))?;
         if out.finished {
             work.finalizers_mut().retain(|f| f != MACHINE_FINALIZER);
             pm = persist_status(mc, &pm, &work).await?;
@@ -824,13 +885,18 @@ fn error_backoff_cap(err: &MachineError, s: &MachineSettings) -> Duration {
     }
 }
 
-/// Remembers that Proxmox refused the credentials `pm` uses, so that a change of its cluster's
-/// credentials Secret requeues it at once (the global credentials only change with a restart).
-fn note_auth_failure(ctx: &Context, pc: Option<&ProxmoxCluster>, pm: &ProxmoxMachine, e: &MachineError) {
-    if !e.is_auth() || ctx.proxmox.global().is_some() {
+/// Remembers that Proxmox refused the credentials `pm` uses, so that a change of that credentials
+/// Secret (`secret`, see [`rotation_secret`]) requeues it at once.
+fn note_auth_failure(
+    ctx: &Context,
+    secret: Option<&(String, String)>,
+    pm: &ProxmoxMachine,
+    e: &MachineError,
+) {
+    if !e.is_auth() {
         return;
     }
-    if let Some(secret) = pc.and_then(cluster::secret_key) {
+    if let Some(secret) = secret.cloned() {
         let object = (pm.namespace().unwrap_or_default(), pm.name_any());
         ctx.proxmox.wait_for_rotation(secret, object);
     }
