@@ -359,7 +359,7 @@ fn owner_machine(mc: &MachineCtx, pm: &ProxmoxMachine) -> Option<MachineView> {
 /// Secret is reused for [`CREDENTIALS_TTL`].
 async fn proxmox_client(
     mc: &MachineCtx,
-    pc: &ProxmoxCluster,
+    pc: Option<&ProxmoxCluster>,
     zone_secret: Option<&k8s_openapi::api::core::v1::SecretReference>,
 ) -> Result<Client, MachineError> {
     let ctx = &mc.ctx;
@@ -369,7 +369,7 @@ async fn proxmox_client(
     {
         return Ok(g.clone());
     }
-    let Some((ns, name)) = zone_key.clone().or_else(|| cluster::secret_key(pc)) else {
+    let Some((ns, name)) = zone_key.clone().or_else(|| pc.and_then(cluster::secret_key)) else {
         return Err(MachineError::Invalid(
             "no Proxmox credentials: neither PROXMOX_URL nor the ProxmoxCluster's credentialsRef".into(),
         ));
@@ -532,10 +532,10 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
         // points now.
         let recorded = recorded_credentials(&pm);
         let rotation = rotation_secret(ctx, pc.as_deref(), recorded.as_ref());
+        // Without the ProxmoxCluster a recorded zone Secret still reaches the VM.
         let view = match (&pc, &recorded) {
-            (Some(pc), _) => proxmox_client(&mc, pc, recorded.as_ref()).await.ok(),
             (None, None) => ctx.proxmox.global().cloned(),
-            (None, Some(_)) => None,
+            _ => proxmox_client(&mc, pc.as_deref(), recorded.as_ref()).await.ok(),
         }
         .map(|c| mc.views.of(&ctx.proxmox, &c));
         return delete_passes(&mc, pm, view.as_ref(), pc.as_ref(), rotation.as_ref()).await;
@@ -572,7 +572,7 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
         None => e,
     };
     let rotation = rotation_secret(ctx, Some(&pc), zone_secret.as_ref());
-    let proxmox = proxmox_client(&mc, &pc, zone_secret.as_ref()).await?;
+    let proxmox = proxmox_client(&mc, Some(&pc), zone_secret.as_ref()).await?;
     let view = mc.views.of(&ctx.proxmox, &proxmox);
     let inputs = PassInputs {
         kube: &ctx.client,
