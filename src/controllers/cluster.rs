@@ -501,6 +501,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn zone_secrets_map_to_their_cluster() {
+        let mut pc = ProxmoxCluster::new("c", Default::default());
+        pc.metadata.namespace = Some("ns".into());
+        pc.spec.zone_config = Some(vec![capmox_api::v1alpha2::ZoneConfigSpec {
+            zone: "b".into(),
+            credentials_ref: Some(k8s_openapi::api::core::v1::SecretReference {
+                name: Some("pve-b".into()),
+                namespace: None,
+            }),
+            ..Default::default()
+        }]);
+        assert!(zone_secret(&pc, &("ns".into(), "pve-b".into())));
+        assert!(!zone_secret(&pc, &("other".into(), "pve-b".into())));
+        assert!(!zone_secret(&pc, &("ns".into(), "pve-a".into())));
+    }
+
+    #[test]
     fn backoff_doubles_caps_and_resets() {
         let b = Backoff::default();
         let (base, cap) = (Duration::from_secs(5), Duration::from_secs(60));
