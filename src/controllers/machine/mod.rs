@@ -6,6 +6,7 @@
 //! metadata/spec patch and one status patch per pass. Reads see this controller's own writes
 //! (the objects its writes returned) without a GET.
 
+mod clients;
 mod watches;
 
 use std::future::Future;
@@ -34,7 +35,6 @@ use super::cluster::Backoff;
 use super::decoded::{self, Decoded};
 use super::triggers::changes;
 use crate::cluster;
-use crate::cluster::ClusterError;
 use crate::conditions;
 use crate::context::Context;
 use crate::ipam::IpamApiVersion;
@@ -47,6 +47,7 @@ use crate::machine::view::{ProxmoxView, ViewSettings, Views};
 use crate::machine::zone;
 use crate::machine::{MachineError, MachineSettings};
 use crate::proxmox::Client;
+use clients::{proxmox_client, recorded_credentials, rotation_secret};
 use watches::Stores;
 
 pub use watches::machine_of_claim;
@@ -351,83 +352,6 @@ fn owner_machine(mc: &MachineCtx, pm: &ProxmoxMachine) -> Option<MachineView> {
     mc.stores
         .machine(&ns, &r.name)
         .map(|o| MachineView::from_dynamic(&o))
-}
-
-/// The Proxmox client of a machine: its zone's credentials Secret when `zone_secret` names one
-/// (it wins over the global client: the zone is another Proxmox cluster), else the ProxmoxCluster's
-/// (same precedence as the cluster controller; read-only). A client built from a credentials
-/// Secret is reused for [`CREDENTIALS_TTL`].
-async fn proxmox_client(
-    mc: &MachineCtx,
-    pc: Option<&ProxmoxCluster>,
-    zone_secret: Option<&k8s_openapi::api::core::v1::SecretReference>,
-) -> Result<Client, MachineError> {
-    let ctx = &mc.ctx;
-    let zone_key = zone_secret.and_then(|r| Some((r.namespace.clone()?, r.name.clone()?)));
-    if zone_key.is_none()
-        && let Some(g) = ctx.proxmox.global()
-    {
-        return Ok(g.clone());
-    }
-    let Some((ns, name)) = zone_key.clone().or_else(|| pc.and_then(cluster::secret_key)) else {
-        return Err(MachineError::Invalid(
-            "no Proxmox credentials: neither PROXMOX_URL nor the ProxmoxCluster's credentialsRef".into(),
-        ));
-    };
-    let whose = if zone_key.is_some() {
-        "zone credentials secret"
-    } else {
-        "credentials secret"
-    };
-    let cache_key = (ns.clone(), name.clone());
-    if let Some((client, at)) = mc
-        .credentials
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(&cache_key)
-        && at.elapsed() < CREDENTIALS_TTL
-    {
-        return Ok(client.clone());
-    }
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-    let secret = api
-        .get_opt(&name)
-        .await
-        .map_err(MachineError::kube(format!("getting {whose} {ns}/{name}")))?
-        .ok_or_else(|| MachineError::Invalid(format!("{whose} {ns}/{name} not found")))?;
-    let client = ctx.proxmox.for_secret(&secret).map_err(|e| {
-        let e = ClusterError::from(e);
-        match &zone_key {
-            Some(_) => MachineError::Invalid(format!("{whose} {ns}/{name}: {e}")),
-            None => MachineError::Credentials(e),
-        }
-    })?;
-    mc.credentials
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert(cache_key, (client.clone(), Instant::now()));
-    Ok(client)
-}
-
-/// The Secret whose change should requeue a machine Proxmox refused: its zone's, else its
-/// ProxmoxCluster's (`None` with the global client, which only changes with a restart).
-fn rotation_secret(
-    ctx: &Context,
-    pc: Option<&ProxmoxCluster>,
-    zone_secret: Option<&k8s_openapi::api::core::v1::SecretReference>,
-) -> Option<(String, String)> {
-    if let Some(r) = zone_secret {
-        return Some((r.namespace.clone()?, r.name.clone()?));
-    }
-    if ctx.proxmox.global().is_some() {
-        return None;
-    }
-    pc.and_then(cluster::secret_key)
-}
-
-/// The zone credentials Secret recorded for the machine's VM (see [`zone::machine_credentials`]).
-fn recorded_credentials(pm: &ProxmoxMachine) -> Option<k8s_openapi::api::core::v1::SecretReference> {
-    pm.status.as_ref().and_then(|s| s.credentials_ref.clone())
 }
 
 /// The newest copy of the machine: the cache's or this controller's last write.
