@@ -150,6 +150,22 @@ const ALLOWED_ADDITIONS: &[(&str, &str, &str)] = &[
         "spec.template.spec.zoneConfig[].nodes",
         "same spec field in the template",
     ),
+    // capmox-rs: a zone's own Proxmox cluster (issue 14 item 7, capmox #370).
+    (
+        "ProxmoxCluster v1alpha2",
+        "spec.zoneConfig[].credentialsRef",
+        "credentials Secret of a zone's own Proxmox cluster",
+    ),
+    (
+        "ProxmoxClusterTemplate v1alpha2",
+        "spec.template.spec.zoneConfig[].credentialsRef",
+        "same spec field in the template",
+    ),
+    (
+        "ProxmoxMachine v1alpha2",
+        "status.credentialsRef",
+        "the zone credentials Secret the VM was created with",
+    ),
 ];
 
 /// capmox's rule on `ProxmoxCluster.spec` requiring an IP pool; ours also accepts a cluster

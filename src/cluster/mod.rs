@@ -10,6 +10,7 @@ pub mod pool_schema;
 pub mod pools;
 pub mod readiness;
 pub mod secret;
+pub mod zones;
 
 use std::time::Duration;
 
@@ -279,6 +280,8 @@ async fn normal_steps(
         memo.probed(&key, &client_id);
     }
     ctx.metrics.set_cluster_connected(&ns, &name, true);
+    // Zones with their own Proxmox cluster: a failing one is reported, it does not block the rest.
+    events.extend(zones::probe(ctx, pc).await);
     if refresh_inventory {
         let allowed = pc.spec.allowed_nodes.as_deref().unwrap_or_default();
         let max_age = settings.inventory_interval / 2;

@@ -314,7 +314,8 @@ fn machine_to_pcs(m: &PartialObjectMeta<ProxmoxMachine>, store: &Store<Watched>)
         .collect()
 }
 
-/// Secret → the ProxmoxClusters referencing it (a created or rotated Secret is picked up at once).
+/// Secret → the ProxmoxClusters referencing it, as their own or a zone's credentials (a created or
+/// rotated Secret is picked up at once).
 fn secret_to_pcs(s: &PartialObjectMeta<Secret>, store: &Store<Watched>) -> Vec<ObjectRef<Watched>> {
     let key = (s.namespace().unwrap_or_default(), s.name_any());
     store
@@ -322,10 +323,18 @@ fn secret_to_pcs(s: &PartialObjectMeta<Secret>, store: &Store<Watched>) -> Vec<O
         .into_iter()
         .filter(|pc| {
             pc.ok()
-                .is_some_and(|pc| cluster::secret_key(pc).as_ref() == Some(&key))
+                .is_some_and(|pc| cluster::secret_key(pc).as_ref() == Some(&key) || zone_secret(pc, &key))
         })
         .map(|pc| ObjectRef::from_obj(pc.as_ref()))
         .collect()
+}
+
+/// Whether a zone of `pc` names the Secret `key` as its own credentials.
+fn zone_secret(pc: &ProxmoxCluster, key: &(String, String)) -> bool {
+    cluster::zones::zones_with_credentials(pc).iter().any(|z| {
+        crate::machine::zone::zone_credentials(pc, z)
+            .is_some_and(|r| r.namespace.as_ref() == Some(&key.0) && r.name.as_ref() == Some(&key.1))
+    })
 }
 
 /// One reconcile; every error is also published as a Warning event on the object (its status
@@ -490,6 +499,23 @@ fn error_policy(pc: Arc<Watched>, err: &ClusterError, cc: Arc<ClusterCtx>) -> Ac
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zone_secrets_map_to_their_cluster() {
+        let mut pc = ProxmoxCluster::new("c", Default::default());
+        pc.metadata.namespace = Some("ns".into());
+        pc.spec.zone_config = Some(vec![capmox_api::v1alpha2::ZoneConfigSpec {
+            zone: "b".into(),
+            credentials_ref: Some(k8s_openapi::api::core::v1::SecretReference {
+                name: Some("pve-b".into()),
+                namespace: None,
+            }),
+            ..Default::default()
+        }]);
+        assert!(zone_secret(&pc, &("ns".into(), "pve-b".into())));
+        assert!(!zone_secret(&pc, &("other".into(), "pve-b".into())));
+        assert!(!zone_secret(&pc, &("ns".into(), "pve-a".into())));
+    }
 
     #[test]
     fn backoff_doubles_caps_and_resets() {

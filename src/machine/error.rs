@@ -104,6 +104,18 @@ impl MachineError {
         }
     }
 
+    /// The error with `zone`'s own Proxmox cluster named in its message (a machine of a zone with
+    /// its own `credentialsRef`), so that refused credentials point at the right Secret.
+    pub fn in_zone(self, zone: &str, secret: &str) -> Self {
+        match self {
+            Self::Proxmox { action, source } => Self::Proxmox {
+                action: format!("Proxmox cluster of zone {zone} (credentials Secret {secret}): {action}"),
+                source,
+            },
+            other => other,
+        }
+    }
+
     /// The Proxmox error, if this is one.
     pub fn proxmox_error(&self) -> Option<&proxmox::Error> {
         match self {
@@ -131,5 +143,13 @@ mod tests {
         let other = MachineError::proxmox("x")(proxmox::Error::NotFound { message: "x".into() });
         assert_eq!(other.reason(), PROXMOX_API_ERROR_REASON);
         assert!(!other.is_auth());
+        let zoned = auth(401).in_zone("b", "ns/pve-b");
+        assert_eq!(zoned.reason(), "ProxmoxAuthenticationFailed");
+        assert!(
+            zoned
+                .to_string()
+                .starts_with("Proxmox cluster of zone b (credentials Secret ns/pve-b): reading VM 101"),
+            "{zoned}"
+        );
     }
 }

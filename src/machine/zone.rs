@@ -1,9 +1,12 @@
 //! The zone a machine lives in (pure): with `failureDomainsFromZones`, the CAPI Machine's
 //! `spec.failureDomain` names it; otherwise `spec.network.zone` (default `default`). The zone
 //! decides the default IP pools, the `zone` meta-data and label, and — when its `zoneConfig`
-//! entry lists `nodes` — the Proxmox nodes the machine may be placed on.
+//! entry lists `nodes` — the Proxmox nodes the machine may be placed on — and, when the entry
+//! names a `credentialsRef`, the Proxmox cluster (one per zone) the machine's VM lives in.
 
-use capmox_api::v1alpha2::{ProxmoxClusterSpec, ProxmoxMachineSpec};
+use capmox_api::consts::DEFAULT_ZONE;
+use capmox_api::v1alpha2::{ProxmoxCluster, ProxmoxClusterSpec, ProxmoxMachine, ProxmoxMachineSpec};
+use k8s_openapi::api::core::v1::SecretReference;
 
 /// The Machine's failure domain names no zone the ProxmoxCluster publishes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -93,6 +96,75 @@ pub fn restrict(
     }
 }
 
+/// The credentials Secret of `zone`'s own Proxmox cluster (its `zoneConfig` entry's
+/// `credentialsRef`, the namespace defaulting to the ProxmoxCluster's); `None`: the zone uses the
+/// ProxmoxCluster's credentials.
+pub fn zone_credentials(pc: &ProxmoxCluster, zone: &str) -> Option<SecretReference> {
+    let r = pc
+        .spec
+        .zone_config
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .find(|z| z.zone == zone)?
+        .credentials_ref
+        .as_ref()?;
+    let name = r.name.clone().filter(|n| !n.is_empty())?;
+    let namespace = r
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or_else(|| pc.metadata.namespace.clone());
+    Some(SecretReference {
+        name: Some(name),
+        namespace,
+    })
+}
+
+/// The zone of a machine (after [`apply`]): `spec.network.zone`, default `default`.
+pub fn machine_zone(spec: &ProxmoxMachineSpec) -> &str {
+    spec.network
+        .zone
+        .as_deref()
+        .filter(|z| !z.is_empty())
+        .unwrap_or(DEFAULT_ZONE)
+}
+
+/// The credentials Secret the machine's Proxmox cluster is reached with (`None`: the
+/// ProxmoxCluster's). Once a VMID is recorded it is the one recorded in `status.credentialsRef`
+/// (where the VM was created, whatever `zoneConfig` says since); before, its zone's.
+pub fn machine_credentials(pm: &ProxmoxMachine, pc: &ProxmoxCluster) -> Option<SecretReference> {
+    if super::observe::recorded_vmid(pm).is_some() {
+        return pm.status.as_ref().and_then(|s| s.credentials_ref.clone());
+    }
+    zone_credentials(pc, machine_zone(&pm.spec))
+}
+
+/// Records in the working copy's `status.credentialsRef` where the machine's VM is (to be)
+/// created. Returns whether the status changed: the caller persists it before any VMID is
+/// reserved, so the VM can always be found again.
+pub fn pin_credentials(pm: &mut ProxmoxMachine, pc: &ProxmoxCluster) -> bool {
+    if super::observe::recorded_vmid(pm).is_some() {
+        return false;
+    }
+    let want = zone_credentials(pc, machine_zone(&pm.spec));
+    let current = pm.status.as_ref().and_then(|s| s.credentials_ref.as_ref());
+    if current == want.as_ref() {
+        return false;
+    }
+    pm.status.get_or_insert_with(Default::default).credentials_ref = want;
+    true
+}
+
+/// `ns/name` of a Secret reference (for messages).
+pub fn secret_label(r: &SecretReference) -> String {
+    format!(
+        "{}/{}",
+        r.namespace.as_deref().unwrap_or_default(),
+        r.name.as_deref().unwrap_or_default()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +231,61 @@ mod tests {
             err,
             "no node of zone a [pve1, pve2] is among the allowed nodes [pve3]"
         );
+    }
+
+    fn zoned_pc() -> ProxmoxCluster {
+        let mut pc = ProxmoxCluster::new("c", Default::default());
+        pc.metadata.namespace = Some("ns".into());
+        pc.spec.zone_config = Some(vec![
+            ZoneConfigSpec {
+                zone: "a".into(),
+                ..Default::default()
+            },
+            ZoneConfigSpec {
+                zone: "b".into(),
+                credentials_ref: Some(SecretReference {
+                    name: Some("pve-b".into()),
+                    namespace: None,
+                }),
+                ..Default::default()
+            },
+        ]);
+        pc
+    }
+
+    #[test]
+    fn zone_credentials_default_to_the_cluster_namespace() {
+        let pc = zoned_pc();
+        assert_eq!(zone_credentials(&pc, "a"), None);
+        assert_eq!(zone_credentials(&pc, "default"), None);
+        let b = zone_credentials(&pc, "b").unwrap();
+        assert_eq!(secret_label(&b), "ns/pve-b");
+    }
+
+    #[test]
+    fn credentials_are_pinned_until_the_vmid_is_recorded() {
+        let pc = zoned_pc();
+        let mut pm = ProxmoxMachine::new("m", Default::default());
+        pm.spec.network.zone = Some("b".into());
+        assert!(pin_credentials(&mut pm, &pc));
+        assert!(!pin_credentials(&mut pm, &pc), "pinning twice changes nothing");
+        let pinned = machine_credentials(&pm, &pc);
+        assert_eq!(pinned.as_ref().map(secret_label).as_deref(), Some("ns/pve-b"));
+        // Once the VMID is recorded a later zoneConfig change does not move the machine.
+        pm.spec.virtual_machine_id = Some(150);
+        let mut changed = pc.clone();
+        changed.spec.zone_config = None;
+        assert!(!pin_credentials(&mut pm, &changed));
+        assert_eq!(machine_credentials(&pm, &changed), pinned);
+        // Before it, the machine follows its zone (back to the cluster's credentials here).
+        pm.spec.virtual_machine_id = None;
+        assert!(pin_credentials(&mut pm, &changed));
+        assert_eq!(machine_credentials(&pm, &changed), None);
+        assert_eq!(pm.status.as_ref().unwrap().credentials_ref, None);
+        // A VM recorded before zones had credentials stays with the cluster's.
+        let mut old = ProxmoxMachine::new("o", Default::default());
+        old.spec.network.zone = Some("b".into());
+        old.spec.virtual_machine_id = Some(151);
+        assert_eq!(machine_credentials(&old, &pc), None);
     }
 }

@@ -232,12 +232,23 @@ impl Harness {
     /// Creates (or replaces the data of) a credentials Secret for the simulator with the token
     /// secret `token_secret` (TLS verified against the simulator's CA).
     pub async fn create_credentials_secret(&self, name: &str, token_secret: &str) {
+        self.create_credentials_secret_for(&self.sim, name, token_secret)
+            .await
+    }
+
+    /// Like [`Harness::create_credentials_secret`], for another simulator `sim`.
+    pub async fn create_credentials_secret_for(
+        &self,
+        sim: &pve_sim::SimServer,
+        name: &str,
+        token_secret: &str,
+    ) {
         let api = Api::<Secret>::namespaced(self.client.clone(), NS);
-        let ca = self.sim.ca_pem().unwrap();
-        let url = self.sim.url();
+        let ca = sim.ca_pem().unwrap();
+        let url = sim.url();
         let data: std::collections::BTreeMap<String, k8s_openapi::ByteString> = [
             ("url", url.as_str()),
-            ("token", self.sim.token_id()),
+            ("token", sim.token_id()),
             ("secret", token_secret),
             ("insecure", "false"),
             ("root_ca", ca.as_str()),

@@ -196,6 +196,7 @@ pub fn status_up(s: &v1alpha1::ProxmoxMachineStatus) -> v1alpha2::ProxmoxMachine
         addresses: s.addresses.as_ref().map(|a| a.iter().map(address_up).collect()),
         bootstrap_data_provided: s.bootstrap_data_provided,
         conditions: conditions_up(&s.conditions),
+        credentials_ref: None,
         ha_resource: None,
         initialization: ready_up(s.ready),
         ip_addresses: s.ip_addresses.as_ref().map(|map| {
@@ -300,6 +301,9 @@ impl Body for MachineBody {
             restore_hub_conditions(&mut status.conditions, &old.conditions);
             if status.ha_resource.is_none() {
                 status.ha_resource = old.ha_resource.clone();
+            }
+            if status.credentials_ref.is_none() {
+                status.credentials_ref = old.credentials_ref.clone();
             }
         }
     }

@@ -125,9 +125,16 @@ pub struct SchedulerHints {
 }
 
 /// Address configuration of an additional zone.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ZoneConfigSpec {
+    /// Credentials Secret of the zone's own Proxmox cluster (same shape as the ProxmoxCluster's
+    /// `credentialsRef`: `url`, `token`, `secret`, TLS settings). Machines of the zone are created,
+    /// managed and deleted through it; unset: the ProxmoxCluster's credentials. capmox-rs addition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::secret_reference")]
+    pub credentials_ref: Option<SecretReference>,
+
     /// Name servers of the zone.
     #[schemars(length(min = 1), extend("x-kubernetes-list-type" = "set"))]
     pub dns_servers: Vec<String>,

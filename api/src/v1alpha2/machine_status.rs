@@ -24,6 +24,13 @@ pub struct ProxmoxMachineStatus {
     #[schemars(schema_with = "super::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
 
+    /// The credentials Secret of the Proxmox cluster the VM was created in, when it is not the
+    /// ProxmoxCluster's own (a zone's `credentialsRef`): fixed once the VMID is reserved, so the VM
+    /// is managed and deleted there whatever later happens to `zoneConfig`. capmox-rs addition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::secret_reference")]
+    pub credentials_ref: Option<k8s_openapi::api::core::v1::SecretReference>,
+
     /// The Proxmox HA resource this controller registered for the VM, as applied (`spec.ha`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ha_resource: Option<super::ha::HaResourceStatus>,

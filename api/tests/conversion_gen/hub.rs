@@ -517,6 +517,19 @@ pub fn hub_machine_status(full: bool) -> BoxedStrategy<h::ProxmoxMachineStatus> 
     } else {
         Just(None).boxed()
     };
+    // Hub-only as well: the zone credentials Secret the VM was created with.
+    let ha_resource = if full {
+        (ha_resource, opt((opt(word()), opt(word()))))
+            .prop_map(|(ha, creds)| {
+                (
+                    ha,
+                    creds.map(|(name, namespace)| corev1::SecretReference { name, namespace }),
+                )
+            })
+            .boxed()
+    } else {
+        ha_resource.prop_map(|ha| (ha, None)).boxed()
+    };
     (
         hub_addresses(),
         opt(any::<bool>()),
@@ -542,11 +555,12 @@ pub fn hub_machine_status(full: bool) -> BoxedStrategy<h::ProxmoxMachineStatus> 
                 retry_after,
                 task_ref,
                 vm_status,
-                ha_resource,
+                (ha_resource, credentials_ref),
             )| h::ProxmoxMachineStatus {
                 addresses,
                 bootstrap_data_provided,
                 conditions,
+                credentials_ref,
                 ha_resource,
                 initialization,
                 ip_addresses,
@@ -580,14 +594,17 @@ pub fn hub_cluster_spec(full: bool) -> BoxedStrategy<h::ProxmoxClusterSpec> {
                 opt(hub_ip_config()),
                 opt(hub_ip_config()),
                 opt(vec(word(), 1..3)),
+                opt((opt(word()), opt(word()))),
             ),
             1..3,
         )
         .prop_map(|m| {
             m.into_iter()
                 .map(
-                    |(zone, (dns_servers, ipv4_config, ipv6_config, nodes))| h::ZoneConfigSpec {
+                    |(zone, (dns_servers, ipv4_config, ipv6_config, nodes, creds))| h::ZoneConfigSpec {
                         zone,
+                        credentials_ref: creds
+                            .map(|(name, namespace)| corev1::SecretReference { name, namespace }),
                         nodes,
                         dns_servers,
                         ipv4_config,

@@ -6,6 +6,7 @@
 //! metadata/spec patch and one status patch per pass. Reads see this controller's own writes
 //! (the objects its writes returned) without a GET.
 
+mod clients;
 mod watches;
 
 use std::future::Future;
@@ -43,8 +44,10 @@ use crate::machine::locations::Locations;
 use crate::machine::reconcile::{PassInputs, provision};
 use crate::machine::steps::Next;
 use crate::machine::view::{ProxmoxView, ViewSettings, Views};
+use crate::machine::zone;
 use crate::machine::{MachineError, MachineSettings};
 use crate::proxmox::Client;
+use clients::{proxmox_client, recorded_credentials, rotation_secret};
 use watches::Stores;
 
 pub use watches::machine_of_claim;
@@ -351,47 +354,6 @@ fn owner_machine(mc: &MachineCtx, pm: &ProxmoxMachine) -> Option<MachineView> {
         .map(|o| MachineView::from_dynamic(&o))
 }
 
-/// The Proxmox client of a ProxmoxCluster (same precedence as the cluster controller; read-only).
-/// A client built from a credentials Secret is reused for [`CREDENTIALS_TTL`].
-async fn proxmox_client(mc: &MachineCtx, pc: &ProxmoxCluster) -> Result<Client, MachineError> {
-    let ctx = &mc.ctx;
-    if let Some(g) = ctx.proxmox.global() {
-        return Ok(g.clone());
-    }
-    let Some((ns, name)) = cluster::secret_key(pc) else {
-        return Err(MachineError::Invalid(
-            "no Proxmox credentials: neither PROXMOX_URL nor the ProxmoxCluster's credentialsRef".into(),
-        ));
-    };
-    let cache_key = (ns.clone(), name.clone());
-    if let Some((client, at)) = mc
-        .credentials
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(&cache_key)
-        && at.elapsed() < CREDENTIALS_TTL
-    {
-        return Ok(client.clone());
-    }
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-    let secret = api
-        .get_opt(&name)
-        .await
-        .map_err(MachineError::kube(format!(
-            "getting credentials Secret {ns}/{name}"
-        )))?
-        .ok_or_else(|| MachineError::Invalid(format!("credentials secret {ns}/{name} not found")))?;
-    let client = ctx
-        .proxmox
-        .for_secret(&secret)
-        .map_err(|e| MachineError::Credentials(e.into()))?;
-    mc.credentials
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert(cache_key, (client.clone(), Instant::now()));
-    Ok(client)
-}
-
 /// The newest copy of the machine: the cache's or this controller's last write.
 fn current(mc: &MachineCtx, cached: &ProxmoxMachine) -> Option<Arc<ProxmoxMachine>> {
     let r = ObjectRef::from_obj(cached);
@@ -490,12 +452,17 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
     .map(|pc| mc.locations.latest.pick(pc));
     let settings = &ctx.settings.machine;
     if deleting {
-        let view = match &pc {
-            Some(pc) => proxmox_client(&mc, pc).await.ok(),
-            None => ctx.proxmox.global().cloned(),
+        // The VM is deleted where it was created (`status.credentialsRef`), not where its zone
+        // points now.
+        let recorded = recorded_credentials(&pm);
+        let rotation = rotation_secret(ctx, pc.as_deref(), recorded.as_ref());
+        // Without the ProxmoxCluster a recorded zone Secret still reaches the VM.
+        let view = match (&pc, &recorded) {
+            (None, None) => ctx.proxmox.global().cloned(),
+            _ => proxmox_client(&mc, pc.as_deref(), recorded.as_ref()).await.ok(),
         }
         .map(|c| mc.views.of(&ctx.proxmox, &c));
-        return delete_passes(&mc, pm, view.as_ref(), pc.as_ref()).await;
+        return delete_passes(&mc, pm, view.as_ref(), pc.as_ref(), rotation.as_ref()).await;
     }
     let Some(machine) = machine else {
         tracing::info!(object = %key(&pm), "Machine Controller has not yet set OwnerRef");
@@ -514,7 +481,22 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
             work = (*pm).clone();
         }
     }
-    let proxmox = proxmox_client(&mc, &pc).await?;
+    // The machine's zone (the failure domain's, when it selects one) decides its Proxmox cluster;
+    // where the VM is created is recorded in the status before any VMID is reserved.
+    let _ = zone::apply(&mut work.spec, &pc.spec, machine.failure_domain.as_deref());
+    if zone::pin_credentials(&mut work, &pc) {
+        pm = persist_status(&mc, &pm, &work).await?;
+    }
+    let zone_secret = zone::machine_credentials(&work, &pc);
+    let zone_label = zone_secret
+        .as_ref()
+        .map(|r| (zone::machine_zone(&work.spec).to_owned(), zone::secret_label(r)));
+    let in_zone = |e: MachineError| match &zone_label {
+        Some((z, s)) => e.in_zone(z, s),
+        None => e,
+    };
+    let rotation = rotation_secret(ctx, Some(&pc), zone_secret.as_ref());
+    let proxmox = proxmox_client(&mc, Some(&pc), zone_secret.as_ref()).await?;
     let view = mc.views.of(&ctx.proxmox, &proxmox);
     let inputs = PassInputs {
         kube: &ctx.client,
@@ -529,9 +511,11 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
     };
     for pass in 1.. {
         let was_provisioned = pm.is_provisioned();
-        let outcome = provision(&inputs, &mut work)
+        let mut outcome = provision(&inputs, &mut work)
             .await
-            .inspect_err(|e| note_auth_failure(ctx, Some(&pc), &pm, e))?;
+            .map_err(in_zone)
+            .inspect_err(|e| note_auth_failure(ctx, rotation.as_ref(), &pm, e))?;
+        outcome.error = outcome.error.map(in_zone);
         if let Some(err) = outcome.error.as_ref().filter(|e| e.is_auth())
             && !work.is_provisioned()
         {
@@ -570,7 +554,7 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
         if let Some(err) = &outcome.error {
             ctx.metrics.reconcile_error(CONTROLLER, err.class());
             if err.is_auth() {
-                note_auth_failure(ctx, Some(&pc), &pm, err);
+                note_auth_failure(ctx, rotation.as_ref(), &pm, err);
                 publish(&mc.recorder, &pm, true, err.reason(), err.to_string()).await;
             }
             let delay = mc.errors.next_jittered(
@@ -597,6 +581,7 @@ async fn delete_passes(
     mut pm: Arc<ProxmoxMachine>,
     view: Option<&Arc<ProxmoxView>>,
     pc: Option<&Arc<ProxmoxCluster>>,
+    rotation: Option<&(String, String)>,
 ) -> Result<Action, MachineError> {
     let ctx = &mc.ctx;
     let ns = pm.namespace().unwrap_or_default();
@@ -613,7 +598,7 @@ async fn delete_passes(
         let mut work = (*pm).clone();
         let out = delete(&inputs, &mut work)
             .await
-            .inspect_err(|e| note_auth_failure(ctx, pc.map(|p| p.as_ref()), &pm, e))?;
+            .inspect_err(|e| note_auth_failure(ctx, rotation, &pm, e))?;
         if out.finished {
             work.finalizers_mut().retain(|f| f != MACHINE_FINALIZER);
             pm = persist_status(mc, &pm, &work).await?;
@@ -824,13 +809,18 @@ fn error_backoff_cap(err: &MachineError, s: &MachineSettings) -> Duration {
     }
 }
 
-/// Remembers that Proxmox refused the credentials `pm` uses, so that a change of its cluster's
-/// credentials Secret requeues it at once (the global credentials only change with a restart).
-fn note_auth_failure(ctx: &Context, pc: Option<&ProxmoxCluster>, pm: &ProxmoxMachine, e: &MachineError) {
-    if !e.is_auth() || ctx.proxmox.global().is_some() {
+/// Remembers that Proxmox refused the credentials `pm` uses, so that a change of that credentials
+/// Secret (`secret`, see [`rotation_secret`]) requeues it at once.
+fn note_auth_failure(
+    ctx: &Context,
+    secret: Option<&(String, String)>,
+    pm: &ProxmoxMachine,
+    e: &MachineError,
+) {
+    if !e.is_auth() {
         return;
     }
-    if let Some(secret) = pc.and_then(cluster::secret_key) {
+    if let Some(secret) = secret.cloned() {
         let object = (pm.namespace().unwrap_or_default(), pm.name_any());
         ctx.proxmox.wait_for_rotation(secret, object);
     }
