@@ -60,9 +60,16 @@ async fn ready_path_with_secret_credentials() {
     assert_eq!(h.ctx.proxmox.clients_built(), 1, "one client per secret version");
     assert_eq!(h.connected_gauge("demo"), Some(1));
 
-    // Status is written only on change: the ready timestamp does not move on resyncs.
+    // Status is written only on change: the ready timestamp does not move on resyncs, and once
+    // settled (a reconcile started before the first answer may still write), two more resyncs
+    // leave the object as it was.
     let t0 = cond(s, "Ready").unwrap().last_transition_time.clone();
-    let rv0 = pc.resource_version();
+    let rv0 = h.pcs().get("demo").await.unwrap().resource_version();
+    let probes = h.sim.state().request_count("GET /version");
+    wait_for(30, "two more probes after settling", || async {
+        (h.sim.state().request_count("GET /version") >= probes + 2).then_some(())
+    })
+    .await;
     let later = h.pcs().get("demo").await.unwrap();
     assert_eq!(
         cond(later.status.as_ref().unwrap(), "Ready")
