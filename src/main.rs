@@ -7,11 +7,6 @@ use clap::Parser;
 use capmox::cli::{Cli, Command};
 use capmox::manager::{self, Manager};
 
-/// mimalloc keeps the resident set smaller than glibc malloc for many small, short-lived
-/// allocations across threads (the watch caches and JSON bodies of 1000+ machines).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[tokio::main]
 async fn main() -> ExitCode {
     // One rustls provider for the whole process, before any TLS client exists.
