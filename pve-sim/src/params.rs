@@ -81,6 +81,18 @@ impl Params {
         }
     }
 
+    /// A PVE list value (`delete=a,b;c d`): its non-empty items.
+    pub fn list(&self, key: &str) -> Vec<String> {
+        self.str(key)
+            .map(|d| {
+                d.split([',', ';', ' '])
+                    .filter(|x| !x.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Integer value.
     pub fn int(&self, key: &str) -> Option<i64> {
         self.0.get(key).and_then(as_int)

@@ -307,15 +307,7 @@ pub fn ha_get(ctx: &Ctx, p: &Params) -> HandlerResult {
 /// `PUT /cluster/ha/resources/{sid}`: updates the given settings, removes those in `delete`.
 pub fn ha_update(ctx: &Ctx, p: &Params) -> HandlerResult {
     let vmid = parse_sid(&p.str("sid").unwrap_or_default())?;
-    let deletes: Vec<String> = p
-        .str("delete")
-        .map(|d| {
-            d.split([',', ';', ' '])
-                .filter(|x| !x.is_empty())
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default();
+    let deletes: Vec<String> = p.list("delete");
     ctx.state.with(|c| {
         check_group(c, p.str("group").as_deref())?;
         let h =

@@ -458,15 +458,7 @@ fn prepare(ctx: &Ctx, p: &Params) -> Result<Update, ApiError> {
         };
         changes.push((k.clone(), text));
     }
-    let deletes: Vec<String> = p
-        .str("delete")
-        .map(|d| {
-            d.split([',', ';', ' '])
-                .filter(|x| !x.is_empty())
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default();
+    let deletes: Vec<String> = p.list("delete");
     if changes.is_empty() && deletes.is_empty() && !p.has("revert") {
         return Err(ApiError::server("no options specified"));
     }
