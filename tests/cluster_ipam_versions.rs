@@ -8,6 +8,7 @@
 mod cluster_support;
 
 use capmox_api::capi::ipam::InClusterIPPool;
+use capmox_api::v1alpha2::ProxmoxCluster;
 use cluster_support::{Harness, IpamPoolCrd, NS, cond, spec, wait_for};
 use k8s_openapi::api::core::v1::Event as CoreEvent;
 use kube::api::{Api, ListParams};
@@ -99,9 +100,21 @@ async fn a_refused_pool_apply_is_a_condition_and_a_warning_event() {
         );
     }
 
-    // Fix the CRD: the controller retries with backoff and the cluster becomes ready.
+    // Fix the CRD: the controller retries with backoff and the cluster becomes ready. The backoff
+    // has grown while the failure was examined (longer under load): allow for its next step.
     h.env.install_crds(vec![IpamPoolCrd::V1_0.crd()]).await.unwrap();
-    h.wait_available("broken", "True", "Provisioned").await;
+    let pcs: Api<ProxmoxCluster> = Api::namespaced(h.client.clone(), NS);
+    wait_for(
+        120,
+        "ProxmoxAvailable=True/Provisioned after the CRD fix",
+        || async {
+            let pc = pcs.get_opt("broken").await.unwrap()?;
+            let ok = cond(pc.status.as_ref()?, "ProxmoxAvailable")
+                .is_some_and(|c| c.status == "True" && c.reason == "Provisioned");
+            ok.then_some(())
+        },
+    )
+    .await;
     h.stop().await;
 }
 
