@@ -177,6 +177,55 @@ async fn provisioning_done(h: &Harness, name: &str) -> bool {
     joined && !tags.contains("cloud-init") && !ide0.contains("user-data-") && isos_of(h, vmid).is_empty()
 }
 
+/// Where a machine's provisioning stands (for the message of a timed-out wait): the
+/// ProxmoxMachine's conditions, the Machine's nodeRef, the VM's power, tags and ISO drive.
+async fn provisioning_state(h: &Harness, name: &str) -> String {
+    let pm = h.pms().get_opt(name).await.ok().flatten();
+    let vmid = pm.as_ref().and_then(recorded_vmid);
+    let conditions = pm
+        .as_ref()
+        .and_then(|pm| serde_json::to_value(&pm.status).ok())
+        .map(|s| s["conditions"].to_string())
+        .unwrap_or_default();
+    let node_ref = h
+        .machines()
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|m| m.status)
+        .and_then(|s| s.node_ref)
+        .map(|n| n.name);
+    let vm = vmid.and_then(|v| h.sim.state().vm(v)).map(|vm| {
+        format!(
+            "power {:?}, tags {:?}, ide0 {:?}",
+            vm.power,
+            vm.config.get("tags"),
+            vm.config.get("ide0")
+        )
+    });
+    let isos = vmid.map(|v| isos_of(h, v)).unwrap_or_default();
+    format!(
+        "{name}: vmid {vmid:?}, provisioned {:?}, conditions {conditions}, nodeRef {node_ref:?}, VM {vm:?}, ISOs {isos:?}",
+        pm.as_ref().map(|pm| pm.is_provisioned())
+    )
+}
+
+/// Waits until `name`'s whole provisioning flow is over (see [`provisioning_done`]), failing with
+/// where it stands after `secs` seconds.
+async fn wait_provisioning_done(h: &Harness, name: &str, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !provisioning_done(h, name).await {
+        if Instant::now() >= deadline {
+            panic!(
+                "timed out waiting for {name} provisioned; {}",
+                provisioning_state(h, name).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Waits until a request is blocked at the gate (`true`) or `done` holds with nothing blocked
 /// (`false`).
 async fn blocked_or<F, Fut>(h: &Harness, secs: u64, what: &str, mut done: F) -> bool
@@ -317,7 +366,7 @@ async fn provisioning_sweep(tasks: &[(&str, u64)]) -> u64 {
     let before = st.request_total();
     h.create_machine("c1", "base", false, bootstrap(), json!({}))
         .await;
-    wait_true(60, "baseline provisioned", || provisioning_done(&h, "base")).await;
+    wait_provisioning_done(&h, "base", 60).await;
     let baseline = st.request_total() - before;
     eprintln!("baseline provisioning: {baseline} Proxmox requests");
     h.delete_machine("base", 60).await;
@@ -429,7 +478,7 @@ async fn provision_until_cloud_init(h: &Harness, name: &str) -> u32 {
 /// Creates a machine and waits until the whole provisioning flow is over.
 async fn provision_fully(h: &Harness, name: &str) -> u32 {
     h.create_machine("c1", name, false, bootstrap(), json!({})).await;
-    wait_true(60, &format!("{name} provisioned"), || provisioning_done(h, name)).await;
+    wait_provisioning_done(h, name, 60).await;
     recorded_vmid(&h.pms().get(name).await.unwrap()).unwrap()
 }
 
@@ -929,7 +978,7 @@ async fn crash_during_the_iso_import_does_not_upload_again() {
         "no second upload while the first imports"
     );
     st.release_tasks();
-    wait_true(60, "imp1 provisioned", || provisioning_done(&h, "imp1")).await;
+    wait_provisioning_done(&h, "imp1", 60).await;
     assert_eq!(st.request_count(UPLOAD), 1);
     assert_eq!(task_results(&h, "imgcopy"), vec![Some("OK".to_owned())]);
     h.delete_machine("imp1", 60).await;
@@ -1108,7 +1157,7 @@ async fn unrecorded_clone_in_flight_is_adopted_not_repeated() {
     assert_eq!(recorded_vmid(&pm), Some(vmid), "the VMID is kept");
     assert_eq!(st.request_count(CLONE), 1, "no second clone");
     st.release_tasks();
-    wait_true(60, "lost1 provisioned", || provisioning_done(&h, "lost1")).await;
+    wait_provisioning_done(&h, "lost1", 60).await;
     assert_eq!(vms_named(&h, "lost1"), vec![vmid]);
     assert_eq!(st.non_template_vmids(), vec![vmid]);
     assert_eq!(st.request_count(CLONE), 1);
