@@ -8,6 +8,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::controllers::events::{Event, EventType, Recorder};
 use capmox_api::capi::ipam::InClusterIPPool;
 use capmox_api::capi::{
     CLUSTER_GROUP, CLUSTER_KIND, CLUSTER_PLURAL, MANAGED_BY_ANNOTATION, api_version_in_group,
@@ -19,7 +20,6 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Action, Config};
-use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};

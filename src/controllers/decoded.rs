@@ -9,9 +9,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::controllers::events::{Event, EventType, Recorder};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder};
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;

@@ -6,11 +6,11 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::controllers::events::Recorder;
 use capmox_api::v1alpha2::{ProxmoxMachineTemplate, ProxmoxMachineTemplateStatus};
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config};
-use kube::runtime::events::Recorder;
 use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value};

@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod decoded;
+pub mod events;
 pub mod machine;
 pub mod machine_template;
 
@@ -12,7 +13,7 @@ pub mod triggers;
 use std::future::Future;
 
 use capmox_api::consts::EVENT_RECORDER_NAME;
-use kube::runtime::events::{Recorder, Reporter};
+use events::{Recorder, Reporter};
 
 /// The event recorder controllers publish with: capmox's `proxmox-controller`, instance = pod name.
 pub fn recorder(client: kube::Client) -> Recorder {

@@ -77,6 +77,18 @@ pub fn forget_in(locations: &mut NodeLocations, machine: &str) -> bool {
     present
 }
 
+/// The merge patch of `status.nodeLocations` alone (`null` removes the field).
+#[derive(Debug, serde::Serialize)]
+struct LocationsPatch<'a> {
+    status: LocationsStatus<'a>,
+}
+
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LocationsStatus<'a> {
+    node_locations: Option<&'a NodeLocations>,
+}
+
 /// The node-location writer of one controller.
 #[derive(Default)]
 pub struct Locations {
@@ -124,12 +136,12 @@ impl Locations {
         if after == before {
             return Ok(out);
         }
-        let value = if after.control_plane.is_none() && after.workers.is_none() {
-            serde_json::Value::Null
-        } else {
-            serde_json::to_value(&after).unwrap_or(serde_json::Value::Null)
+        // Serialised straight from the typed list: no JSON tree of a thousand entries per write.
+        let body = LocationsPatch {
+            status: LocationsStatus {
+                node_locations: (after.control_plane.is_some() || after.workers.is_some()).then_some(&after),
+            },
         };
-        let body = serde_json::json!({"status": {"nodeLocations": value}});
         let ns = pc.namespace().unwrap_or_default();
         let api: Api<ProxmoxCluster> = Api::namespaced(kube.clone(), &ns);
         match api

@@ -98,12 +98,11 @@ async fn free_vmid(
     resources: &[ClusterResource],
 ) -> Result<Result<u32, String>, MachineError> {
     let recorded = recorded_vmids(env, pm);
-    let vms: Vec<ClusterResource> = resources.iter().filter(|r| r.vmid.is_some()).cloned().collect();
     let mut taken: BTreeSet<u32> = recorded.iter().filter_map(|v| u32::try_from(*v).ok()).collect();
-    taken.extend(vms.iter().filter_map(|r| r.vmid));
+    taken.extend(resources.iter().filter_map(|r| r.vmid));
     let endpoint = env.view.client().base_url().to_string();
     let me = format!("{}/{}", pm.namespace().unwrap_or_default(), pm.name_any());
-    let candidates = match plan_vmid(pm.spec.vm_id_range.as_ref(), recorded, &vms) {
+    let candidates = match plan_vmid(pm.spec.vm_id_range.as_ref(), recorded, resources) {
         Err(e) => return Ok(Err(e.to_string())),
         Ok(VmidChoice::Candidates(c)) => c,
         Ok(VmidChoice::ProxmoxNext) => {
@@ -234,11 +233,6 @@ pub async fn reserve(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepR
         }
         Some(allowed) => {
             let nodes = NodeInfo::from_cluster_resources(resources);
-            let guests: Vec<ClusterResource> = resources
-                .iter()
-                .filter(|r| r.resource_type == "qemu" || r.resource_type == "lxc")
-                .cloned()
-                .collect();
             let memory_adjustment = env
                 .pc
                 .spec
@@ -254,7 +248,8 @@ pub async fn reserve(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepR
                         memory_adjustment,
                         requested_memory,
                         nodes: &nodes,
-                        guests: &guests,
+                        // The whole list: only its guests count (no copy of a thousand entries).
+                        guests: resources,
                         placements: scheduling::placements_for(Some(&*locations), cp),
                         machine_name: Some(&name),
                     };

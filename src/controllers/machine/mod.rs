@@ -13,6 +13,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::controllers::events::{Event, EventType, Recorder};
 use capmox_api::capi::ipam::InClusterIPPool;
 use capmox_api::capi::views::{ClusterView, MachineView};
 use capmox_api::capi::{
@@ -25,7 +26,6 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Action, Config};
-use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
@@ -225,7 +225,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let pm_stream = watches::not_own_writes(pm_stream, Arc::clone(&latest));
     let machine_stream = watcher(dyn_api(&machine_ar), wc())
         .default_backoff()
-        .modify(|m| watches::trim_status(m, &["nodeRef"]))
+        .modify(watches::trim_machine)
         .reflect(machine_writer);
     let machine_stream = changes(machine_stream, watches::machine_fingerprint, |_| true);
     let cluster_stream = watcher(dyn_api(&cluster_ar), wc())

@@ -181,6 +181,32 @@ pub fn trim_status(obj: &mut DynamicObject, keep: &[&str]) {
     }
 }
 
+/// The parts of a Machine's `spec` the controller reads (see `MachineView`); with `bootstrap`,
+/// only its `dataSecretName`.
+const MACHINE_SPEC_READ: [&str; 6] = [
+    "clusterName",
+    "bootstrap",
+    "version",
+    "infrastructureRef",
+    "failureDomain",
+    "providerID",
+];
+
+/// Trims a cached CAPI Machine to what the controller reads of it (`MachineView`, owners): the
+/// spec fields above, `status.nodeRef`, metadata without managed fields and finalizers. A
+/// thousand Machines' bootstrap config references, drain timeouts and status copies are
+/// megabytes nobody reads.
+pub fn trim_machine(m: &mut DynamicObject) {
+    trim_status(m, &["nodeRef"]);
+    m.metadata.finalizers = None;
+    if let Some(spec) = m.data.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.retain(|k, _| MACHINE_SPEC_READ.contains(&k.as_str()));
+        if let Some(bootstrap) = spec.get_mut("bootstrap").and_then(Value::as_object_mut) {
+            bootstrap.retain(|k, _| k == "dataSecretName");
+        }
+    }
+}
+
 use crate::controllers::triggers::hash_of;
 
 /// What this controller writes of a ProxmoxMachine and what others change that it reacts to:
@@ -420,5 +446,54 @@ mod tests {
         assert_ne!(machine_fingerprint(&m), before);
         trim_status(&mut m, &["nodeRef"]);
         assert_eq!(m.data["status"], json!({"nodeRef": {"name": "m"}}));
+    }
+
+    #[test]
+    fn trimmed_machines_read_the_same() {
+        for (api_version, infra) in [
+            (
+                "cluster.x-k8s.io/v1beta2",
+                json!({"apiGroup": GROUP, "kind": "ProxmoxMachine", "name": "pm"}),
+            ),
+            (
+                "cluster.x-k8s.io/v1beta1",
+                json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "ProxmoxMachine",
+                       "name": "pm", "namespace": "ns", "uid": "u2"}),
+            ),
+        ] {
+            let full = json!({
+                "apiVersion": api_version, "kind": "Machine",
+                "metadata": {
+                    "name": "m", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                    "labels": {CLUSTER_NAME_LABEL: "c", "cluster.x-k8s.io/control-plane": ""},
+                    "annotations": {"cluster.x-k8s.io/paused": ""},
+                    "finalizers": ["machine.cluster.x-k8s.io"],
+                    "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+                                         "name": "ms", "uid": "u3", "controller": true}],
+                    "deletionTimestamp": "2026-01-01T00:00:00Z",
+                },
+                "spec": {
+                    "clusterName": "c", "version": "v1.33.1", "failureDomain": "fd1", "providerID": "proxmox://x",
+                    "bootstrap": {"dataSecretName": "s", "configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io",
+                                  "kind": "KubeadmConfig", "name": "kc"}},
+                    "infrastructureRef": infra,
+                    "readinessGates": [{"conditionType": "X"}],
+                    "deletion": {"nodeDrainTimeoutSeconds": 10},
+                },
+                "status": {"nodeRef": {"name": "n"}, "phase": "Running", "conditions": [{"type": "Ready"}]},
+            });
+            let full: DynamicObject = serde_json::from_value(full).unwrap();
+            let mut trimmed = full.clone();
+            trim_machine(&mut trimmed);
+            assert_eq!(
+                MachineView::from_dynamic(&trimmed),
+                MachineView::from_dynamic(&full)
+            );
+            assert_eq!(machine_fingerprint(&trimmed), machine_fingerprint(&full));
+            assert_eq!(machine_to_pm(&trimmed), machine_to_pm(&full));
+            assert_eq!(trimmed.data["spec"]["bootstrap"], json!({"dataSecretName": "s"}));
+            assert!(trimmed.data["spec"].get("readinessGates").is_none());
+            assert_eq!(trimmed.data["status"], json!({"nodeRef": {"name": "n"}}));
+        }
     }
 }
