@@ -51,6 +51,12 @@ impl Drop for RealControlPlane {
     }
 }
 
+/// How often a start is tried when a port picked for it was taken before the child bound it.
+pub const PORT_ATTEMPTS: u32 = 3;
+
+/// What etcd and kube-apiserver log when a port is taken.
+const PORT_TAKEN: &str = "address already in use";
+
 fn free_port() -> Result<u16, Error> {
     let l =
         std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| Error::Io("finding a free port".into(), e))?;
@@ -106,11 +112,27 @@ impl RealControlPlane {
     /// Like [`RealControlPlane::start`], with an audit log at `audit_log` when given: every request
     /// is logged at level `Metadata` (`ResponseComplete`, `ResponseStarted` for watches) as JSON
     /// lines, which [`crate::audit::read_counts`] turns into request counts.
+    ///
+    /// The ports are picked free but are only bound by the child processes later, so another
+    /// process may take one in between: a start that fails with "address already in use" is tried
+    /// again on new ports (up to [`PORT_ATTEMPTS`] times).
     pub async fn start_with_audit(
         apiserver: &Path,
         etcd: &Path,
         audit_log: Option<&Path>,
     ) -> Result<Self, Error> {
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(apiserver, etcd, audit_log).await {
+                Err(Error::Server(message)) if attempt < PORT_ATTEMPTS && message.contains(PORT_TAKEN) => {
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn start_once(apiserver: &Path, etcd: &Path, audit_log: Option<&Path>) -> Result<Self, Error> {
         let dir = tempfile::tempdir().map_err(|e| Error::Io("creating temp dir".into(), e))?;
         let d = dir.path();
         let etcd_data = d.join("etcd");
