@@ -126,14 +126,11 @@ impl Locations {
         let lock = self.lock_of(&key);
         let _guard = lock.lock().await;
         let current = self.latest.pick(Arc::clone(pc));
-        let before = current
-            .status
-            .as_ref()
-            .and_then(|s| s.node_locations.clone())
-            .unwrap_or_default();
-        let mut after = before.clone();
+        let before = current.status.as_ref().and_then(|s| s.node_locations.as_ref());
+        // One copy to change; the original is compared by reference.
+        let mut after = before.cloned().unwrap_or_default();
         let out = change(&mut after);
-        if after == before {
+        if before.map_or(after == NodeLocations::default(), |b| *b == after) {
             return Ok(out);
         }
         // Serialised straight from the typed list: no JSON tree of a thousand entries per write.
