@@ -16,6 +16,7 @@ pub mod ipam;
 pub mod leader;
 pub mod machine;
 pub mod manager;
+pub mod merge_patch;
 pub mod metrics;
 pub mod packaging;
 pub mod proxmox;

@@ -354,3 +354,69 @@ async fn capi_v1beta1_cluster_is_watched_and_read() {
     assert_eq!(v1.status.as_ref().and_then(|s| s.ready), Some(true));
     h.stop().await;
 }
+
+/// A watch cache can hand the controller a copy older than the object. A reconcile of such a copy
+/// must put nothing of it back: a finalizer write that conflicts writes nothing at all (no status,
+/// no Warning event), and a failure recorded on a copy from before the first status write keeps
+/// `initialization`, the zone references and the node inventory (machines look their pools up in
+/// the zone references; a provisioned infrastructure never goes back).
+#[tokio::test(flavor = "multi_thread")]
+async fn reconciles_of_out_of_date_copies_lose_nothing() {
+    use capmox::controllers::cluster::reconcile_copy;
+    let mut h = Harness::start_with(true).await;
+    let c = h.create_cluster("stale", false).await;
+    let created = h.create_pc("stale", Some(&c), spec(None), json!({})).await;
+    h.wait_available("stale", "True", "Provisioned").await;
+    h.stop_controller().await;
+    let settled = h.pcs().get("stale").await.unwrap();
+    let s = settled.status.clone().unwrap();
+    assert!(s.in_cluster_zone_ref.is_some(), "{s:?}");
+    assert!(s.node_inventory.is_some(), "{s:?}");
+
+    // The copy from before the finalizer: its write conflicts and nothing else is written.
+    let err = reconcile_copy(h.ctx.clone(), created.clone()).await.unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    let after = h.pcs().get("stale").await.unwrap();
+    assert_eq!(
+        after.resource_version(),
+        settled.resource_version(),
+        "nothing written"
+    );
+    let events: Api<Event> = Api::namespaced(h.client.clone(), NS);
+    let warnings: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("stale"))
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(
+        warnings.is_empty(),
+        "no Warning for an out-of-date copy: {warnings:?}"
+    );
+
+    // A copy with the finalizer but without any status, while Proxmox is unreachable: the
+    // failure is recorded, and nothing the copy lacks is cleared.
+    let mut old = settled.clone();
+    old.status = None;
+    h.proxy.set_up(false);
+    let err = reconcile_copy(h.ctx.clone(), old).await.unwrap_err();
+    assert_eq!(err.reason(), "ProxmoxUnreachable", "{err}");
+    let after = h.pcs().get("stale").await.unwrap();
+    let a = after.status.clone().unwrap();
+    assert_eq!(cond(&a, "ProxmoxAvailable").unwrap().reason, "ProxmoxUnreachable");
+    assert_eq!(
+        a.initialization.as_ref().and_then(|i| i.provisioned),
+        Some(true),
+        "provisioned never goes back"
+    );
+    assert_eq!(a.in_cluster_zone_ref, s.in_cluster_zone_ref);
+    assert_eq!(a.in_cluster_ip_pool_ref, s.in_cluster_ip_pool_ref);
+    assert_eq!(a.node_inventory, s.node_inventory);
+    assert_eq!(a.failure_domains, s.failure_domains);
+    h.proxy.set_up(true);
+    h.stop().await;
+}

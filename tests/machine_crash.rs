@@ -206,8 +206,9 @@ async fn provisioning_state(h: &Harness, name: &str) -> String {
     });
     let isos = vmid.map(|v| isos_of(h, v)).unwrap_or_default();
     format!(
-        "{name}: vmid {vmid:?}, provisioned {:?}, conditions {conditions}, nodeRef {node_ref:?}, VM {vm:?}, ISOs {isos:?}",
-        pm.as_ref().map(|pm| pm.is_provisioned())
+        "{name}: vmid {vmid:?}, provisioned {:?}, conditions {conditions}, nodeRef {node_ref:?}, VM {vm:?}, ISOs {isos:?}; {}",
+        pm.as_ref().map(|pm| pm.is_provisioned()),
+        h.where_it_stands(name).await
     )
 }
 
@@ -308,7 +309,12 @@ async fn wait_pm(
         if let Some(pm) = h.pms().get_opt(name).await.unwrap().filter(|pm| pred(pm)) {
             return pm;
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {name}: {what}");
+        if Instant::now() >= deadline {
+            panic!(
+                "timed out waiting for {name}: {what}; {}",
+                provisioning_state(h, name).await
+            );
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

@@ -119,6 +119,14 @@ impl ClusterError {
         }
     }
 
+    /// Whether a Kubernetes write was refused because the copy it was based on is out of date
+    /// (409 Conflict). Nothing is wrong then: the reconcile of the newer copy, which its watch
+    /// event brings, does the work, so the failure is neither recorded in the status nor
+    /// published as an event.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Self::Kube { source: kube::Error::Api(s), .. } if s.code == 409)
+    }
+
     /// Retry classification.
     pub fn kind(&self) -> ErrorKind {
         match self {

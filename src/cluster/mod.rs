@@ -10,6 +10,7 @@ pub mod pool_schema;
 pub mod pools;
 pub mod readiness;
 pub mod secret;
+pub mod status_patch;
 pub mod zones;
 
 use std::time::Duration;

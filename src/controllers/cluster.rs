@@ -34,16 +34,6 @@ use crate::context::Context;
 /// Controller name used for metrics.
 pub const CONTROLLER: &str = "proxmoxcluster";
 
-/// Status fields written by this controller (`nodeLocations` belongs to the machine controller).
-const OWNED_STATUS_FIELDS: &[&str] = &[
-    "conditions",
-    "initialization",
-    "inClusterIPPoolRef",
-    "inClusterZoneRef",
-    "failureDomains",
-    "nodeInventory",
-];
-
 /// Per-object exponential backoff after errors, reset by a successful reconcile.
 #[derive(Debug, Default)]
 pub struct Backoff {
@@ -329,6 +319,23 @@ fn secret_to_pcs(s: &PartialObjectMeta<Secret>, store: &Store<Watched>) -> Vec<O
         .collect()
 }
 
+/// One reconcile of `pc` exactly as given, with fresh controller state (no memo of applied pools
+/// or probes, no backoff). A watch cache can hand the controller a copy older than the object;
+/// this lets tests and tools show what a reconcile of such a copy does. The controller itself
+/// runs [`run`].
+pub async fn reconcile_copy(ctx: Arc<Context>, pc: ProxmoxCluster) -> Result<Action, ClusterError> {
+    let (pools, _writer) = kube::runtime::reflector::store::<InClusterIPPool>();
+    let cctx = Arc::new(ClusterCtx {
+        recorder: super::recorder(ctx.client.clone()),
+        backoff: Backoff::default(),
+        inventory_at: Mutex::new(HashMap::new()),
+        pool_fields: PoolFieldSupport::default(),
+        memo: Arc::new(cluster::Memo::with_pools(pools)),
+        ctx,
+    });
+    reconcile(Arc::new(Decoded::Ok(Arc::new(pc))), cctx).await
+}
+
 /// Whether a zone of `pc` names the Secret `key` as its own credentials.
 fn zone_secret(pc: &ProxmoxCluster, key: &(String, String)) -> bool {
     cluster::zones::zones_with_credentials(pc).iter().any(|z| {
@@ -338,7 +345,8 @@ fn zone_secret(pc: &ProxmoxCluster, key: &(String, String)) -> bool {
 }
 
 /// One reconcile; every error is also published as a Warning event on the object (its status
-/// already carries the failed step's reason, see [`cluster::record_failure`]).
+/// already carries the failed step's reason, see [`cluster::record_failure`]), except a conflict:
+/// the copy was out of date and the newer copy's reconcile follows.
 async fn reconcile(watched: Arc<Watched>, cc: Arc<ClusterCtx>) -> Result<Action, ClusterError> {
     let pc = match watched.as_ref() {
         Decoded::Ok(pc) => pc.clone(),
@@ -348,7 +356,7 @@ async fn reconcile(watched: Arc<Watched>, cc: Arc<ClusterCtx>) -> Result<Action,
         }
     };
     let result = reconcile_inner(&pc, &cc).await;
-    if let Err(e) = &result {
+    if let Some(e) = result.as_ref().err().filter(|e| !e.is_conflict()) {
         publish(
             &cc.recorder,
             &pc,
@@ -411,6 +419,10 @@ async fn reconcile_inner(pc: &ProxmoxCluster, cc: &ClusterCtx) -> Result<Action,
         }
         outcome
     };
+    if outcome.result.as_ref().is_err_and(ClusterError::is_conflict) {
+        // The copy was out of date (its status too): nothing of it is written.
+        return outcome.result;
+    }
     let old = pc.status.clone().unwrap_or_default();
     write_status(ctx, pc, &outcome.status).await?;
     for t in readiness::transitions(&old, &outcome.status)
@@ -429,22 +441,17 @@ fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
     k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())
 }
 
-/// Merge-patches the fields this controller owns when they differ from the stored status
-/// (absent fields are sent as `null` so stale values disappear).
+/// Merge-patches the owned status fields `status` changed relative to the copy `pc` the
+/// reconcile started from (see [`cluster::status_patch`]: an old copy never puts old values back).
 async fn write_status(
     ctx: &Context,
     pc: &ProxmoxCluster,
     status: &ProxmoxClusterStatus,
 ) -> Result<(), ClusterError> {
-    if pc.status.clone().unwrap_or_default() == *status {
+    let before = pc.status.clone().unwrap_or_default();
+    let Some(body) = cluster::status_patch::status_patch(&before, status) else {
         return Ok(());
-    }
-    let value = serde_json::to_value(status).unwrap_or(Value::Null);
-    let mut patch = serde_json::Map::new();
-    for f in OWNED_STATUS_FIELDS {
-        patch.insert((*f).to_owned(), value.get(*f).cloned().unwrap_or(Value::Null));
-    }
-    let body = serde_json::json!({ "status": patch });
+    };
     let api: Api<ProxmoxCluster> = Api::namespaced(ctx.client.clone(), &pc.namespace().unwrap_or_default());
     match api
         .patch_status(
@@ -492,6 +499,10 @@ fn error_policy(pc: Arc<Watched>, err: &ClusterError, cc: Arc<ClusterCtx>) -> Ac
         _ => s.backoff_cap,
     };
     let delay = cc.backoff.next_jittered(&key(pc.as_ref()), s.backoff_base, cap);
+    if err.is_conflict() {
+        tracing::debug!(object = %key(pc.as_ref()), error = %err, retry_in = ?delay, "proxmoxcluster copy out of date");
+        return Action::requeue(delay);
+    }
     tracing::warn!(object = %key(pc.as_ref()), error = %err, retry_in = ?delay, "proxmoxcluster reconcile failed");
     Action::requeue(delay)
 }

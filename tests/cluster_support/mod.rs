@@ -136,6 +136,12 @@ impl Harness {
 
     /// Stops the controller and waits for it to finish.
     pub async fn stop(mut self) {
+        self.stop_controller().await;
+    }
+
+    /// Stops the controller (gracefully) and waits for it to finish; the control plane and the
+    /// simulator keep running.
+    pub async fn stop_controller(&mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }

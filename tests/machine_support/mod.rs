@@ -352,16 +352,39 @@ impl Harness {
         what: &str,
         pred: impl Fn(&ProxmoxMachine) -> bool,
     ) -> ProxmoxMachine {
-        let api = self.pms();
-        wait_for(secs, &format!("{name}: {what}"), || {
-            let api = api.clone();
-            let pred = &pred;
-            async move {
-                let pm = api.get_opt(name).await.unwrap()?;
-                pred(&pm).then_some(pm)
+        let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(pm) = self.pms().get_opt(name).await.unwrap().filter(|pm| pred(pm)) {
+                return pm;
             }
-        })
-        .await
+            if std::time::Instant::now() >= deadline {
+                panic!(
+                    "timed out waiting for {name}: {what}; {}",
+                    self.where_it_stands(name).await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Where a machine stands (for the message of a timed-out wait): the ProxmoxMachine's status
+    /// and the status of every ProxmoxCluster.
+    pub async fn where_it_stands(&self, name: &str) -> String {
+        let pm = self.pms().get_opt(name).await.ok().flatten();
+        let pm_status = pm.map(|pm| serde_json::to_string(&pm.status).unwrap_or_default());
+        let pcs = self.pcs().list(&Default::default()).await.map(|l| {
+            l.items
+                .iter()
+                .map(|pc| {
+                    let mut status = serde_json::to_value(&pc.status).unwrap_or_default();
+                    if let Some(s) = status.as_object_mut() {
+                        s.remove("nodeLocations");
+                    }
+                    format!("{}: {status}", pc.name_any())
+                })
+                .collect::<Vec<_>>()
+        });
+        format!("ProxmoxMachine status {pm_status:?}; ProxmoxClusters (without nodeLocations) {pcs:?}")
     }
 
     /// Waits until the machine is provisioned.

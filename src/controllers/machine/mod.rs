@@ -739,7 +739,7 @@ async fn persist_status(
     // cleared `taskRef` or `retryAfter` would come back on the next read: send the difference,
     // with `null` for every removed field.
     let to_value = |pm: &ProxmoxMachine| serde_json::to_value(&pm.status).unwrap_or(Value::Null);
-    let body = json!({ "status": merge_diff(&to_value(old), &to_value(new)) });
+    let body = json!({ "status": crate::merge_patch::diff(&to_value(old), &to_value(new)) });
     let mut expected = (**old).clone();
     expected.status.clone_from(&new.status);
     mc.latest.expect(
@@ -752,32 +752,6 @@ async fn persist_status(
         .patch_status(&old.name_any(), &PatchParams::default(), &Patch::Merge(&body))
         .await;
     remember_write(mc, old, written, "patching status of ProxmoxMachine")
-}
-
-/// The JSON merge patch (RFC 7396) that turns `old` into `new`: changed and added keys with their
-/// new values, removed keys as `null`, objects diffed recursively.
-fn merge_diff(old: &Value, new: &Value) -> Value {
-    match (old, new) {
-        (Value::Object(o), Value::Object(n)) => {
-            let mut out = serde_json::Map::new();
-            for (k, v) in n {
-                match o.get(k) {
-                    Some(ov) if ov == v => {}
-                    Some(ov) => {
-                        out.insert(k.clone(), merge_diff(ov, v));
-                    }
-                    None => {
-                        out.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-            for k in o.keys().filter(|k| !n.contains_key(*k)) {
-                out.insert(k.clone(), Value::Null);
-            }
-            Value::Object(out)
-        }
-        _ => new.clone(),
-    }
 }
 
 async fn publish(recorder: &Recorder, pm: &ProxmoxMachine, warning: bool, reason: &str, note: String) {
@@ -836,21 +810,4 @@ fn error_policy(pm: Arc<Watched>, err: &MachineError, mc: Arc<MachineCtx>) -> Ac
     );
     tracing::warn!(object = %key_of(pm.as_ref()), error = %err, retry_in = ?delay, "proxmoxmachine reconcile failed");
     Action::requeue(delay)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn status_diff_clears_removed_fields() {
-        let old = json!({"taskRef": "UPID:x", "vmStatus": "pending", "initialization": {"provisioned": false}, "conditions": [1]});
-        let new =
-            json!({"vmStatus": "pending", "initialization": {"provisioned": true}, "conditions": [1, 2]});
-        assert_eq!(
-            merge_diff(&old, &new),
-            json!({"taskRef": null, "initialization": {"provisioned": true}, "conditions": [1, 2]})
-        );
-        assert_eq!(merge_diff(&Value::Null, &json!({"a": 1})), json!({"a": 1}));
-    }
 }
