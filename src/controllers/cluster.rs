@@ -85,6 +85,18 @@ struct ClusterCtx {
 }
 
 impl ClusterCtx {
+    /// Fresh per-controller state around `ctx`, remembering applied pools through `memo`.
+    fn new(ctx: Arc<Context>, memo: Arc<cluster::Memo>) -> Self {
+        Self {
+            recorder: super::recorder(ctx.client.clone()),
+            backoff: Backoff::default(),
+            inventory_at: Mutex::new(HashMap::new()),
+            pool_fields: PoolFieldSupport::default(),
+            memo,
+            ctx,
+        }
+    }
+
     /// Whether the node inventory of `key` is due. Keeping the refresh on its own clock stops
     /// inventory-only status writes from re-triggering refreshes.
     fn inventory_due(&self, key: &str) -> bool {
@@ -147,14 +159,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let stop = super::shutdown_signal(shutdown);
     let (pool_cache, pool_writer) = kube::runtime::reflector::store::<InClusterIPPool>();
     let memo = Arc::new(cluster::Memo::with_pools(pool_cache));
-    let cctx = Arc::new(ClusterCtx {
-        recorder: super::recorder(client.clone()),
-        backoff: Backoff::default(),
-        inventory_at: Mutex::new(HashMap::new()),
-        pool_fields: PoolFieldSupport::default(),
-        memo: Arc::clone(&memo),
-        ctx: ctx.clone(),
-    });
+    let cctx = Arc::new(ClusterCtx::new(ctx.clone(), Arc::clone(&memo)));
 
     let wc = watcher::Config::default().any_semantic();
     // Only what a ProxmoxCluster depends on triggers it: a Cluster's pause, readiness, endpoint,
@@ -325,14 +330,7 @@ fn secret_to_pcs(s: &PartialObjectMeta<Secret>, store: &Store<Watched>) -> Vec<O
 /// runs [`run`].
 pub async fn reconcile_copy(ctx: Arc<Context>, pc: ProxmoxCluster) -> Result<Action, ClusterError> {
     let (pools, _writer) = kube::runtime::reflector::store::<InClusterIPPool>();
-    let cctx = Arc::new(ClusterCtx {
-        recorder: super::recorder(ctx.client.clone()),
-        backoff: Backoff::default(),
-        inventory_at: Mutex::new(HashMap::new()),
-        pool_fields: PoolFieldSupport::default(),
-        memo: Arc::new(cluster::Memo::with_pools(pools)),
-        ctx,
-    });
+    let cctx = Arc::new(ClusterCtx::new(ctx, Arc::new(cluster::Memo::with_pools(pools))));
     reconcile(Arc::new(Decoded::Ok(Arc::new(pc))), cctx).await
 }
 
