@@ -19,6 +19,7 @@ use super::error::MachineError;
 use super::state::VmFacts;
 use super::steps::{Next, StepEnv, StepResult, status};
 use super::view::ProxmoxView;
+use super::view::guests::Look;
 use crate::proxmox::ErrorClass;
 use crate::proxmox::types::{AgentExecRequest, AgentExecStatus};
 
@@ -54,9 +55,10 @@ pub fn interpret(status: &AgentExecStatus) -> CloudInit {
     }
 }
 
-/// The delays before reading a just-started process's status within `window`.
-fn reads(window: Duration) -> [Duration; 2] {
-    [window / 20, window]
+/// The delay before reading a just-started process's status: cloud-init that is already done
+/// answers within a fraction of `window`.
+fn first_read(window: Duration) -> Duration {
+    window / 20
 }
 
 /// Reads the status of the `cloud-init status --wait` process `pid` (`None`: it has not exited).
@@ -84,22 +86,22 @@ async fn read(view: &ProxmoxView, vm: &VmFacts, pid: u64) -> Result<Option<Cloud
 }
 
 /// Looks at cloud-init once: reads the running `cloud-init status --wait` process, or starts one
-/// and reads it right away — and, when the guest is `likely_done`, again within
-/// `settings.exec_poll_window`.
+/// and reads it after a twentieth of `settings.exec_poll_window`. The second value says whether
+/// the process was started in this look.
 pub async fn cloud_init_status(
     view: &ProxmoxView,
     vm: &VmFacts,
     settings: &MachineSettings,
-    likely_done: bool,
-) -> Result<CloudInit, MachineError> {
+) -> Result<(CloudInit, bool), MachineError> {
     if let Some(pid) = view.guests.pid(vm.vmid) {
-        return Ok(read(view, vm, pid).await?.unwrap_or(CloudInit::Running));
+        tracing::debug!(vmid = vm.vmid, pid, "reading the cloud-init status process");
+        return Ok((read(view, vm, pid).await?.unwrap_or(CloudInit::Running), false));
     }
     let mut request = AgentExecRequest::new(&["cloud-init", "status", "--wait"]);
     request.input_data = Some(String::new());
     let pid = match view.client().agent_exec(&vm.node, vm.vmid, &request).await {
         Ok(pid) => pid,
-        Err(e) if e.class() == ErrorClass::AgentNotReady => return Ok(CloudInit::AgentNotReady),
+        Err(e) if e.class() == ErrorClass::AgentNotReady => return Ok((CloudInit::AgentNotReady, false)),
         Err(e) => {
             return Err(MachineError::proxmox(format!(
                 "running cloud-init status in VM {}",
@@ -108,16 +110,26 @@ pub async fn cloud_init_status(
         }
     };
     view.guests.set_pid(vm.vmid, Some(pid));
-    let started = Instant::now();
-    let reads = reads(settings.exec_poll_window);
-    let reads = if likely_done { &reads[..] } else { &reads[..1] };
-    for at in reads.iter().copied() {
-        tokio::time::sleep(at.saturating_sub(started.elapsed())).await;
-        if let Some(result) = read(view, vm, pid).await? {
-            return Ok(result);
+    tokio::time::sleep(first_read(settings.exec_poll_window)).await;
+    Ok((read(view, vm, pid).await?.unwrap_or(CloudInit::Running), true))
+}
+
+/// The wait of a pass that came before the machine's next guest look is due: the condition keeps
+/// what the last look said.
+fn early_pass(pm: &ProxmoxMachine, wait: Duration) -> StepResult {
+    let current = pm
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|c| crate::conditions::get(c, api::VIRTUAL_MACHINE_PROVISIONED_CONDITION));
+    let mut r = StepResult::next(Next::After(wait));
+    if let Some(c) = current {
+        r = r.with_message(c.message.clone());
+        if c.reason == api::WAITING_FOR_DYNAMIC_ADDRESS_REASON {
+            r.reason = Some(api::WAITING_FOR_DYNAMIC_ADDRESS_REASON);
         }
     }
-    Ok(CloudInit::Running)
+    r
 }
 
 /// Waits for the guest: when the next look is due (scouts look every `guest_poll`; the other
@@ -258,8 +270,11 @@ pub async fn check(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRes
     }
     if !skip_cloud_init {
         let uptime = Duration::from_secs(vm.uptime_secs);
-        if !env.view.guests.should_look(&env.machine_ref, booted, uptime) {
-            return Ok(not_yet(env, vm, booted, agent_late, s.agent_timeout));
+        match env.view.guests.should_look(&env.machine_ref, booted, uptime) {
+            Look::Now => {}
+            Look::NotYet => return Ok(not_yet(env, vm, booted, agent_late, s.agent_timeout)),
+            // Another trigger brought this pass early: the look waits until it is due.
+            Look::Due(wait) => return Ok(early_pass(pm, wait)),
         }
         if wants_addresses {
             match look_for_addresses(env, vm, &nics).await? {
@@ -268,11 +283,24 @@ pub async fn check(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRes
             }
         }
         let likely_done = env.view.guests.likely_done(uptime);
-        match cloud_init_status(env.view, vm, s, likely_done).await? {
-            CloudInit::AgentNotReady => {
+        let look = cloud_init_status(env.view, vm, s).await?;
+        if look.0 == CloudInit::Running {
+            env.view.guests.still_running(&env.machine_ref);
+        }
+        match look {
+            (CloudInit::AgentNotReady, _) => {
                 return Ok(not_yet(env, vm, booted, agent_late, s.agent_timeout));
             }
-            CloudInit::Running => {
+            // Guests of this cluster were done by this uptime: the process just started is read
+            // again within the window — on a later pass, not by holding this worker.
+            (CloudInit::Running, true) if likely_done => {
+                let wait = env
+                    .view
+                    .guests
+                    .look_again_in(&env.machine_ref, s.exec_poll_window);
+                return Ok(StepResult::next(Next::After(wait)).with_message("cloud-init is running"));
+            }
+            (CloudInit::Running, _) => {
                 return Ok(not_yet(
                     env,
                     vm,
@@ -281,7 +309,7 @@ pub async fn check(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRes
                     s.cloud_init_timeout,
                 ));
             }
-            CloudInit::Failed(out) => {
+            (CloudInit::Failed(out), _) => {
                 env.view.guests.forget(&env.machine_ref);
                 return Ok(StepResult::failed(
                     api::VM_PROVISION_FAILED_REASON,
@@ -289,13 +317,13 @@ pub async fn check(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRes
                     None,
                 ));
             }
-            CloudInit::Degraded(out) => {
+            (CloudInit::Degraded(out), _) => {
                 warning = Some((
                     "CloudInitDegraded".to_owned(),
                     format!("cloud-init finished degraded: {out}"),
                 ));
             }
-            CloudInit::Done => {}
+            (CloudInit::Done, _) => {}
         }
         // Guests of this cluster that booted no later are probably done too.
         for m in env.view.guests.done(&env.machine_ref, booted, s.guest_poll) {
@@ -360,9 +388,6 @@ mod tests {
             interpret(&status(1, ".\nstatus: error\n")),
             CloudInit::Failed("status: error".into())
         );
-        assert_eq!(
-            reads(Duration::from_secs(2)),
-            [Duration::from_millis(100), Duration::from_secs(2)]
-        );
+        assert_eq!(first_read(Duration::from_secs(2)), Duration::from_millis(100));
     }
 }

@@ -58,7 +58,8 @@ pub struct MachineSettings {
     pub cloud_init_timeout: Duration,
     /// Delay between guest checks of the machines that scout their cluster's guests.
     pub guest_poll: Duration,
-    /// How long one pass waits for a just-started `cloud-init status --wait` to exit.
+    /// Within how long a just-started `cloud-init status --wait` is read again when the guest is
+    /// probably done (a twentieth of it: the first read, right after the start).
     pub exec_poll_window: Duration,
     /// Safety-net requeue while waiting on watched objects (and how old a shared list may be
     /// for a provisioned machine).

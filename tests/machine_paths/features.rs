@@ -1,6 +1,7 @@
 //! Issue 14 items 4, 5 and 8 against pve-sim: DHCP/SLAAC nodes (no IPAM claim, Ready only once
 //! the guest agent reports an address), failure domains that place machines on their zone's
-//! nodes and pools, and the `proxmox_node`/`zone`/`region` meta-data read back from the ISO.
+//! nodes and pools, and the `proxmox_node`/`zone`/`region` meta-data read back from the ISO; and
+//! the pace of the guest checks when many guests finish together.
 
 use capmox_api::capi::ipam_claims::v1beta2::IPAddressClaim;
 use capmox_api::consts::PROXMOX_ZONE_LABEL;
@@ -226,4 +227,53 @@ async fn wait_failure_domains(h: &Harness, name: &str, n: usize) {
         }
     })
     .await;
+}
+
+/// Guests that finish together are each looked at a few times, not once per other guest that
+/// finished: a scout's done wakes the machines that booted with it once, and a pass that comes
+/// before a machine's next look is due does not read its guest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guests_finishing_together_are_looked_at_a_few_times() {
+    const MACHINES: usize = 12;
+    let settings = capmox::machine::MachineSettings {
+        guest_poll: std::time::Duration::from_millis(1_000),
+        ..fast_machine_settings()
+    };
+    let h = Harness::start_with(pve_sim::SimConfig::default(), settings).await;
+    let st = h.sim.state();
+    st.set_latency(pve_sim::LatencySpec {
+        cloud_init_done_ms: Some(2_500),
+        ..Default::default()
+    });
+    h.create_cluster("gw", json!({})).await;
+    let spread = json!({"sourceNode": "pve2", "templateID": 101, "allowedNodes": ["pve1", "pve2", "pve3"]});
+    let names: Vec<String> = (0..MACHINES).map(|i| format!("gw-w{i:02}")).collect();
+    let before = st.request_counts();
+    // Created (and so booted) a little apart, all within one poll: when the first guest is done,
+    // the others are woken while most of them still run cloud-init, and then finish one by one.
+    for n in &names {
+        h.create_machine("gw", n, false, cloud_config(), spread.clone())
+            .await;
+        tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    }
+    for n in &names {
+        h.wait_provisioned(n, 120).await;
+    }
+    let after = st.request_counts();
+    let count = |endpoint: &str| {
+        after.get(endpoint).copied().unwrap_or(0) - before.get(endpoint).copied().unwrap_or(0)
+    };
+    let (execs, reads) = (count(AGENT_EXEC), count(AGENT_EXEC_STATUS));
+    eprintln!("{MACHINES} machines: {execs} agent exec, {reads} exec-status reads");
+    assert!(
+        execs >= MACHINES as u64,
+        "every guest was looked at: {execs} execs"
+    );
+    // A scout reads at most three times (first look at two polls' uptime, done at 2.5 s); the
+    // others read once or twice after they were woken or their learned time came.
+    assert!(
+        reads <= 2 * MACHINES as u64,
+        "{reads} exec-status reads for {MACHINES} machines"
+    );
+    h.stop().await;
 }

@@ -413,6 +413,8 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: Arc<MachineCtx>) -> Re
         return Ok(Action::await_change());
     };
     let mut pm = pm;
+    // One line per pass; the kube-runtime span around it names what triggered the pass.
+    tracing::debug!(object = %key(&pm), "proxmoxmachine pass");
     let deleting = pm.metadata.deletion_timestamp.is_some();
     let has_finalizer = pm.finalizers().iter().any(|f| f == MACHINE_FINALIZER);
     if deleting && !has_finalizer {

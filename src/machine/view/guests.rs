@@ -3,7 +3,8 @@
 //! machines still waiting — look at their guest every `guest_poll`; the others wait. When a
 //! scout's cloud-init is done, every waiting machine that booted no later (within one poll
 //! interval) is woken to look at its own guest, and the uptime it took is remembered: machines
-//! booting later are first looked at when they have been up that long.
+//! booting later are first looked at when they have been up that long. A pass that comes
+//! before a machine's look is due (another trigger woke it) does not look: the look waits.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -21,10 +22,37 @@ const FALLBACK_POLLS: u32 = 6;
 /// While nothing is learned, a guest is first looked at after it has been up this many polls.
 pub const FIRST_LOOK_POLLS: u32 = 2;
 
+/// A machine waiting for its guest.
+#[derive(Debug, Clone, Copy)]
+struct Waiter {
+    /// When its VM booted.
+    boot: Instant,
+    /// When it looks next (`None`: at its next pass — it was woken, or has not looked yet).
+    due: Option<Instant>,
+    /// When it last looked.
+    looked: Option<Instant>,
+    /// When a look last found cloud-init still running.
+    running_at: Option<Instant>,
+}
+
+/// A pass this close before a look is due looks (timers fire a little early or late).
+const DUE_SLACK: Duration = Duration::from_millis(100);
+
+/// Whether a machine waiting for its guest looks at it in this pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Look {
+    /// Look now.
+    Now,
+    /// The machine just started waiting and is left to be woken or to its first check.
+    NotYet,
+    /// The next look is due in this long: this pass came early (something else triggered it).
+    Due(Duration),
+}
+
 #[derive(Debug, Default)]
 struct State {
-    /// Waiting machines and when their VM booted.
-    waiting: HashMap<ObjectRef<ProxmoxMachine>, Instant>,
+    /// Waiting machines.
+    waiting: HashMap<ObjectRef<ProxmoxMachine>, Waiter>,
     /// Learned uptime at which cloud-init is done.
     done_after: Option<Duration>,
     /// `cloud-init status --wait` processes started in guests, by VMID.
@@ -49,19 +77,52 @@ impl Guests {
     pub fn next_check(&self, machine: &ObjectRef<ProxmoxMachine>, boot: Instant, poll: Duration) -> Duration {
         // The boot time first seen is kept: estimates from later lists jitter by a second, which
         // would reorder machines that booted together and make more of them scouts.
-        self.lock().waiting.entry(machine.clone()).or_insert(boot);
-        if self.is_scout(machine) {
-            return poll;
-        }
+        let boot = self
+            .lock()
+            .waiting
+            .entry(machine.clone())
+            .or_insert(Waiter {
+                boot,
+                due: None,
+                looked: None,
+                running_at: None,
+            })
+            .boot;
         let now = Instant::now();
-        match self.lock().done_after {
-            Some(d) => (boot + d).saturating_duration_since(now).max(poll),
-            None => poll * FALLBACK_POLLS,
+        let wait = if self.is_scout(machine) {
+            poll
+        } else {
+            match self.lock().done_after {
+                Some(d) => (boot + d).saturating_duration_since(now).max(poll),
+                None => poll * FALLBACK_POLLS,
+            }
+        };
+        if let Some(w) = self.lock().waiting.get_mut(machine) {
+            w.due = Some(now + wait);
+        }
+        wait
+    }
+
+    /// A look at `machine`'s guest found cloud-init still running.
+    pub fn still_running(&self, machine: &ObjectRef<ProxmoxMachine>) {
+        if let Some(w) = self.lock().waiting.get_mut(machine) {
+            w.running_at = Some(Instant::now());
         }
     }
 
+    /// `machine` (waiting) looks again in `wait`, whatever its schedule says.
+    pub fn look_again_in(&self, machine: &ObjectRef<ProxmoxMachine>, wait: Duration) -> Duration {
+        if let Some(w) = self.lock().waiting.get_mut(machine) {
+            w.due = Some(Instant::now() + wait);
+        }
+        wait
+    }
+
     /// `machine`'s guest is done (its VM booted at `boot`): learns the time it took and returns the
-    /// other waiting machines to wake (booted before, or within `poll` after, `boot`).
+    /// other waiting machines to wake (booted before, or within `poll` after, `boot`) — those that
+    /// looked within the last `poll` are not woken again: when guests finish together, each done
+    /// would otherwise wake every waiting machine once more, and a machine would look as often
+    /// as others finish.
     pub fn done(
         &self,
         machine: &ObjectRef<ProxmoxMachine>,
@@ -69,38 +130,72 @@ impl Guests {
         poll: Duration,
     ) -> Vec<ObjectRef<ProxmoxMachine>> {
         let mut s = self.lock();
-        s.waiting.remove(machine);
-        let took = boot.elapsed().as_secs_f64();
+        let waiter = s.waiting.remove(machine);
+        // Cloud-init finished between the last look that found it running and now: the middle
+        // of that span is learned, not the end (which is late by up to a poll).
+        let took = match waiter.and_then(|w| w.running_at) {
+            Some(r) => (r.saturating_duration_since(boot).as_secs_f64() + boot.elapsed().as_secs_f64()) / 2.0,
+            None => boot.elapsed().as_secs_f64(),
+        };
         let learned = match s.done_after {
             Some(d) => d.as_secs_f64() * (1.0 - ALPHA) + took * ALPHA,
             None => took,
         };
         s.done_after = Some(Duration::from_secs_f64(learned));
-        s.waiting
-            .iter()
-            .filter(|(_, b)| **b <= boot + poll)
-            .map(|(m, _)| m.clone())
-            .collect()
+        let mut woken = Vec::new();
+        let now = Instant::now();
+        let wakeable = |w: &Waiter| {
+            w.boot <= boot + poll && w.due.is_some() && w.looked.is_none_or(|l| now.duration_since(l) >= poll)
+        };
+        for (m, w) in s.waiting.iter_mut().filter(|(_, w)| wakeable(w)) {
+            w.due = None;
+            woken.push(m.clone());
+        }
+        woken
     }
 
-    /// Whether `machine` (VM booted at `boot`, up for `uptime`) should look at its guest now: a
-    /// machine that starts waiting looks at once only as a scout or when guests of this cluster
-    /// were done by its uptime; otherwise it waits to be woken (or for its next check).
-    pub fn should_look(&self, machine: &ObjectRef<ProxmoxMachine>, boot: Instant, uptime: Duration) -> bool {
+    /// Whether `machine` (VM booted at `boot`, up for `uptime`) looks at its guest in this pass:
+    /// a machine that starts waiting looks at once only as a scout or when guests of this cluster
+    /// were done by its uptime, else it waits to be woken (or for its next check); a waiting
+    /// machine looks when it was woken or its next look is due — a pass something else
+    /// triggered earlier does not cost a look.
+    pub fn should_look(&self, machine: &ObjectRef<ProxmoxMachine>, boot: Instant, uptime: Duration) -> Look {
         {
             let mut s = self.lock();
-            if s.waiting.contains_key(machine) {
-                return true;
+            let now = Instant::now();
+            if let Some(w) = s.waiting.get_mut(machine) {
+                return match w.due {
+                    Some(due) if due > now + DUE_SLACK => Look::Due(due - now),
+                    _ => {
+                        w.looked = Some(now);
+                        Look::Now
+                    }
+                };
             }
-            s.waiting.insert(machine.clone(), boot);
+            s.waiting.insert(
+                machine.clone(),
+                Waiter {
+                    boot,
+                    due: None,
+                    looked: None,
+                    running_at: None,
+                },
+            );
         }
-        self.is_scout(machine) || self.likely_done(uptime)
+        if self.is_scout(machine) || self.likely_done(uptime) {
+            if let Some(w) = self.lock().waiting.get_mut(machine) {
+                w.looked = Some(Instant::now());
+            }
+            Look::Now
+        } else {
+            Look::NotYet
+        }
     }
 
     fn is_scout(&self, machine: &ObjectRef<ProxmoxMachine>) -> bool {
         let s = self.lock();
         let mut order: Vec<(&Instant, &ObjectRef<ProxmoxMachine>)> =
-            s.waiting.iter().map(|(m, b)| (b, m)).collect();
+            s.waiting.iter().map(|(m, w)| (&w.boot, m)).collect();
         order.sort_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.name.cmp(&b.1.name)));
         order.iter().take(SCOUTS).any(|(_, m)| *m == machine)
     }
@@ -174,16 +269,61 @@ mod tests {
         // A machine that starts waiting looks at once only as a scout or when done is likely.
         let g = Guests::default();
         let t = Instant::now();
-        assert!(g.should_look(&m("s1"), t, Duration::ZERO), "first is a scout");
-        assert!(g.should_look(&m("s2"), t, Duration::ZERO), "second is a scout");
-        assert!(!g.should_look(&m("x"), t, Duration::ZERO), "third waits");
-        assert!(g.should_look(&m("x"), t, Duration::ZERO), "its next check looks");
+        assert_eq!(
+            g.should_look(&m("s1"), t, Duration::ZERO),
+            Look::Now,
+            "first is a scout"
+        );
+        assert_eq!(
+            g.should_look(&m("s2"), t, Duration::ZERO),
+            Look::Now,
+            "second is a scout"
+        );
+        assert_eq!(
+            g.should_look(&m("x"), t, Duration::ZERO),
+            Look::NotYet,
+            "third waits"
+        );
         let poll = Duration::from_secs(5);
+        let wait = g.next_check(&m("x"), t, poll);
+        assert_eq!(wait, poll * FALLBACK_POLLS);
+        match g.should_look(&m("x"), t, Duration::ZERO) {
+            Look::Due(d) => assert!(d <= wait && d > wait - Duration::from_secs(1), "{d:?}"),
+            other => panic!("a pass before the check is due must not look: {other:?}"),
+        }
+        // A scout that looked is not due again before its poll either.
+        assert_eq!(g.next_check(&m("s1"), t, poll), poll);
+        assert!(matches!(g.should_look(&m("s1"), t, Duration::ZERO), Look::Due(_)));
         assert_eq!(
             g.too_early(Duration::from_secs(3), poll),
             Some(Duration::from_secs(7))
         );
         assert_eq!(g.too_early(Duration::from_secs(10), poll), None);
+        // Woken by a scout's done: the early machines look at their next pass — but not one
+        // that looked within the last poll (s1).
+        let woken = g.done(&m("s2"), t, poll);
+        assert_eq!(woken, vec![m("x")]);
+        assert_eq!(g.should_look(&m("x"), t, Duration::ZERO), Look::Now);
+        // x looked and is still running: the next done does not wake it again at once.
+        g.next_check(&m("x"), t, poll);
+        g.should_look(&m("y"), t, Duration::ZERO);
+        g.next_check(&m("y"), t, poll);
+        let woken = g.done(&m("y"), t, poll);
+        assert!(woken.is_empty(), "{woken:?}");
+        assert!(matches!(g.should_look(&m("x"), t, Duration::ZERO), Look::Due(_)));
+        // Done after a look that found it running: the middle of the span is learned.
+        let g2 = Guests::default();
+        let boot = Instant::now() - Duration::from_secs(40);
+        g2.should_look(&m("p"), boot, Duration::from_secs(40));
+        g2.still_running(&m("p"));
+        // That look was 4 s ago (booted 40 s ago): done between 36 s and 40 s of uptime.
+        g2.lock().waiting.get_mut(&m("p")).unwrap().running_at = Some(boot + Duration::from_secs(36));
+        g2.done(&m("p"), boot, poll);
+        let learned = g2.lock().done_after.unwrap();
+        assert!(
+            learned >= Duration::from_millis(37_900) && learned <= Duration::from_millis(38_500),
+            "{learned:?}"
+        );
         g.set_pid(200, Some(7));
         assert_eq!(g.pid(200), Some(7));
         g.set_pid(200, None);
