@@ -304,19 +304,22 @@ async fn wait_pm(
     what: &str,
     pred: impl Fn(&capmox_api::v1alpha2::ProxmoxMachine) -> bool,
 ) -> capmox_api::v1alpha2::ProxmoxMachine {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(pm) = h.pms().get_opt(name).await.unwrap().filter(|pm| pred(pm)) {
-            return pm;
-        }
-        if Instant::now() >= deadline {
-            panic!(
-                "timed out waiting for {name}: {what}; {}",
-                provisioning_state(h, name).await
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let api = h.pms();
+    testenv::wait_for_explained(
+        60,
+        Duration::from_millis(10),
+        &format!("{name}: {what}"),
+        || {
+            let api = api.clone();
+            let pred = &pred;
+            async move {
+                let pm = api.get_opt(name).await.unwrap()?;
+                pred(&pm).then_some(pm)
+            }
+        },
+        || provisioning_state(h, name),
+    )
+    .await
 }
 
 fn bootstrap() -> Option<(&'static str, Option<&'static str>)> {

@@ -19,7 +19,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::config::KubeConfigOptions;
 
 pub use server::ServerOptions;
-pub use wait::wait_for;
+pub use wait::{wait_for, wait_for_explained};
 
 /// Errors of the test control plane.
 #[derive(Debug, thiserror::Error)]

@@ -352,19 +352,22 @@ impl Harness {
         what: &str,
         pred: impl Fn(&ProxmoxMachine) -> bool,
     ) -> ProxmoxMachine {
-        let deadline = std::time::Instant::now() + Duration::from_secs(secs);
-        loop {
-            if let Some(pm) = self.pms().get_opt(name).await.unwrap().filter(|pm| pred(pm)) {
-                return pm;
-            }
-            if std::time::Instant::now() >= deadline {
-                panic!(
-                    "timed out waiting for {name}: {what}; {}",
-                    self.where_it_stands(name).await
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let api = self.pms();
+        testenv::wait_for_explained(
+            secs,
+            Duration::from_millis(50),
+            &format!("{name}: {what}"),
+            || {
+                let api = api.clone();
+                let pred = &pred;
+                async move {
+                    let pm = api.get_opt(name).await.unwrap()?;
+                    pred(&pm).then_some(pm)
+                }
+            },
+            || self.where_it_stands(name),
+        )
+        .await
     }
 
     /// Where a machine stands (for the message of a timed-out wait): the ProxmoxMachine's status

@@ -35,6 +35,17 @@ struct Waiter {
     running_at: Option<Instant>,
 }
 
+impl Waiter {
+    fn new(boot: Instant) -> Self {
+        Self {
+            boot,
+            due: None,
+            looked: None,
+            running_at: None,
+        }
+    }
+}
+
 /// A pass this close before a look is due looks (timers fire a little early or late).
 const DUE_SLACK: Duration = Duration::from_millis(100);
 
@@ -81,12 +92,7 @@ impl Guests {
             .lock()
             .waiting
             .entry(machine.clone())
-            .or_insert(Waiter {
-                boot,
-                due: None,
-                looked: None,
-                running_at: None,
-            })
+            .or_insert(Waiter::new(boot))
             .boot;
         let now = Instant::now();
         let wait = if self.is_scout(machine) {
@@ -172,15 +178,7 @@ impl Guests {
                     }
                 };
             }
-            s.waiting.insert(
-                machine.clone(),
-                Waiter {
-                    boot,
-                    due: None,
-                    looked: None,
-                    running_at: None,
-                },
-            );
+            s.waiting.insert(machine.clone(), Waiter::new(boot));
         }
         if self.is_scout(machine) || self.likely_done(uptime) {
             if let Some(w) = self.lock().waiting.get_mut(machine) {
