@@ -146,7 +146,8 @@ fn record_reasons(h: &Harness, name: &str) -> tokio::task::JoinHandle<Vec<String
 }
 
 /// The machine walks capmox's reasons in order, and a failed Proxmox task (here the `qmconfig`
-/// task) shows `TaskFailed` with the task's exit status before it is retried to success.
+/// task that allocates a data disk) shows `TaskFailed` with the task's exit status before it is
+/// retried to success.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reasons_in_order_and_a_failed_task_is_reported_then_retried() {
     let h = Harness::start().await;
@@ -160,8 +161,14 @@ async fn reasons_in_order_and_a_failed_task_is_reported_then_retried() {
     st.set_latency(latency);
     h.create_cluster("r1", json!({})).await;
     let reasons = record_reasons(&h, "r1-m");
-    h.create_machine("r1", "r1-m", false, Some((CLOUD_CONFIG, None)), json!({}))
-        .await;
+    h.create_machine(
+        "r1",
+        "r1-m",
+        false,
+        Some((CLOUD_CONFIG, None)),
+        json!({"disks": {"additionalVolumes": [{"disk": "scsi1", "sizeGb": 4}]}}),
+    )
+    .await;
     h.wait_pm("r1-m", 30, "qmconfig task in flight", |pm| {
         pm.status
             .as_ref()

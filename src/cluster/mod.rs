@@ -285,7 +285,8 @@ async fn normal_steps(
     events.extend(zones::probe(ctx, pc).await);
     if refresh_inventory {
         let allowed = pc.spec.allowed_nodes.as_deref().unwrap_or_default();
-        let max_age = settings.inventory_interval / 2;
+        // A list the machine controller read within the interval will do.
+        let max_age = settings.inventory_interval;
         match inventory::collect(&ctx.proxmox, &client, allowed, max_age).await {
             Ok(inv) => status.node_inventory = (!inv.is_empty()).then_some(inv),
             Err(e) => {

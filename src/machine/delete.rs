@@ -17,7 +17,7 @@ use super::error::MachineError;
 use super::iso;
 use super::locations::Locations;
 use super::observe::{self, recorded_vmid};
-use super::state::{DeleteFacts, DeleteStep, TaskFacts, VmPresence, decide_delete};
+use super::state::{DeleteFacts, DeleteStep, TaskFacts, VmFacts, VmPresence, decide_delete};
 use super::steps::Next;
 use super::view::ProxmoxView;
 use super::view::watch::Expect;
@@ -120,16 +120,45 @@ fn wait_again(
     Next::After(look * 3 + s.task_poll_max)
 }
 
-/// Whether VM `vmid` on `node` still is this machine's, read fresh: nothing is stopped or
-/// destroyed on the word of a shared list that may be a moment old.
-async fn still_ours(view: &ProxmoxView, name: &str, vmid: u32, node: &str) -> Result<bool, MachineError> {
+/// The config of VM `vmid` on `node` if it still is this machine's, read fresh: nothing is
+/// stopped or destroyed on the word of a shared list that may be a moment old.
+async fn still_ours(
+    view: &ProxmoxView,
+    name: &str,
+    vmid: u32,
+    node: &str,
+) -> Result<Option<crate::proxmox::types::VmConfig>, MachineError> {
     match view.client().vm_config(node, vmid).await {
-        Ok(c) => Ok(!c.template && c.name.as_deref() == Some(name)),
-        Err(e) if e.is_not_found() => Ok(false),
+        Ok(c) => Ok((!c.template && c.name.as_deref() == Some(name)).then_some(c)),
+        Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(MachineError::proxmox(format!(
             "reading config of VM {vmid} on {node}"
         ))(e)),
     }
+}
+
+/// Whether the stop or destroy `step` may act on VM `v`: a destroy right after this machine's
+/// own stop acts on the list that showed the stop's effect (read after it, naming the VM ours);
+/// anything else first reads the config ([`still_ours`]) — which also tells whether the bootstrap
+/// ISO of a machine whose data was delivered is gone (detached and untagged).
+async fn may_act(
+    view: &ProxmoxView,
+    step: &DeleteStep,
+    v: &VmFacts,
+    name: &str,
+    own_stop_done: bool,
+    delivered: bool,
+) -> Result<bool, MachineError> {
+    if *step == DeleteStep::DestroyVm && own_stop_done {
+        return Ok(true);
+    }
+    let Some(config) = still_ours(view, name, v.vmid, &v.node).await? else {
+        return Ok(false);
+    };
+    if delivered && !observe::bootstrap_iso_attached(v.vmid, &config) {
+        view.iso_removed(v.vmid);
+    }
+    Ok(true)
 }
 
 /// Runs one deletion pass on `pm`.
@@ -163,6 +192,7 @@ pub async fn delete(inp: &DeleteInputs<'_>, pm: &mut ProxmoxMachine) -> Result<D
                 };
                 let iso = match (&look.presence, node) {
                     (VmPresence::Ours(_), _) | (_, None) => None,
+                    _ if view.iso_known_removed(id) => None,
                     (_, Some(node)) => {
                         let (_, snap) = view.snapshot(fresh).await?;
                         iso::find(view, &snap, &node, id, fresh).await?
@@ -210,6 +240,9 @@ pub async fn delete(inp: &DeleteInputs<'_>, pm: &mut ProxmoxMachine) -> Result<D
         VmPresence::Ours(v) => Some(v.as_ref()),
         _ => None,
     };
+    // This pass saw the machine's own stop take effect.
+    let own_stop_done = task_type == "qmstop" && facts.task == Some(TaskFacts::Succeeded);
+    let delivered = st.bootstrap_data_provided == Some(true);
     let mut message = String::new();
     let mut finished = false;
     let next = match (&step, inp.view, vm_facts) {
@@ -268,7 +301,7 @@ pub async fn delete(inp: &DeleteInputs<'_>, pm: &mut ProxmoxMachine) -> Result<D
             }
         }
         (DeleteStep::StopVm | DeleteStep::DestroyVm, Some(view), Some(v))
-            if !still_ours(view, &name, v.vmid, &v.node).await? =>
+            if !may_act(view, &step, v, &name, own_stop_done, delivered).await? =>
         {
             // The shared list was older than a change of the VM: look again with a fresh one.
             view.wrote(v.vmid);

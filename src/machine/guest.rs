@@ -86,12 +86,15 @@ async fn read(view: &ProxmoxView, vm: &VmFacts, pid: u64) -> Result<Option<Cloud
 }
 
 /// Looks at cloud-init once: reads the running `cloud-init status --wait` process, or starts one
-/// and reads it after a twentieth of `settings.exec_poll_window`. The second value says whether
-/// the process was started in this look.
+/// — and, when the guest is `probably_done`, reads it after a twentieth of
+/// `settings.exec_poll_window` (a process of a guest still booting is read at its next look:
+/// reading it at once would only find it running). The second value says whether the process
+/// was started in this look.
 pub async fn cloud_init_status(
     view: &ProxmoxView,
     vm: &VmFacts,
     settings: &MachineSettings,
+    probably_done: bool,
 ) -> Result<(CloudInit, bool), MachineError> {
     if let Some(pid) = view.guests.pid(vm.vmid) {
         tracing::debug!(vmid = vm.vmid, pid, "reading the cloud-init status process");
@@ -110,6 +113,9 @@ pub async fn cloud_init_status(
         }
     };
     view.guests.set_pid(vm.vmid, Some(pid));
+    if !probably_done {
+        return Ok((CloudInit::Running, true));
+    }
     tokio::time::sleep(first_read(settings.exec_poll_window)).await;
     Ok((read(view, vm, pid).await?.unwrap_or(CloudInit::Running), true))
 }
@@ -283,7 +289,7 @@ pub async fn check(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRes
             }
         }
         let likely_done = env.view.guests.likely_done(uptime);
-        let look = cloud_init_status(env.view, vm, s).await?;
+        let look = cloud_init_status(env.view, vm, s, likely_done).await?;
         if look.0 == CloudInit::Running {
             env.view.guests.still_running(&env.machine_ref);
         }

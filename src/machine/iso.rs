@@ -6,6 +6,7 @@
 
 use bytes::Bytes;
 
+use super::desired::DesiredVm;
 use super::error::MachineError;
 use super::state::{IsoLocation, VmFacts};
 use super::view::writes::WriteKind;
@@ -92,6 +93,20 @@ pub fn attach_update(vm: &VmFacts, storage: &str, extra_tags: &[String]) -> Conf
         update = update.boot(boot);
     }
     update
+}
+
+/// The one config write that delivers the bootstrap data: the options of `desired` that still
+/// differ (data disks and NICs were written before: [`super::state::decide`]), the tags the spec
+/// asks for and `address_tags`, and the ISO on `storage` attached ([`attach_update`]).
+pub fn delivery_update(
+    desired: &DesiredVm,
+    vm: &VmFacts,
+    storage: &str,
+    address_tags: &[String],
+) -> ConfigUpdate {
+    let mut tags = super::desired::missing_tags(&desired.tags, &vm.config);
+    tags.extend_from_slice(address_tags);
+    super::desired::config_changes(desired, &vm.config).merge(attach_update(vm, storage, &tags))
 }
 
 /// Finds the machine's ISO on the ISO-capable storages of `node` (shared listings).

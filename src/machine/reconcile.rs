@@ -129,12 +129,20 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
     let provisioned = st.initialization.as_ref().and_then(|i| i.provisioned) == Some(true);
     let bootstrap_provided = st.bootstrap_data_provided == Some(true);
     // Provisioned machines are only looked at by the safety resync: any list of that age will
-    // do. A started VM waiting for its guest changes little: a list a few guest checks old will
-    // do (the guest agent tells when it stopped).
+    // do. Between its tasks a VM in flight changes only by this controller's writes, which
+    // already demand a newer list (`ProxmoxView::freshness`); a VM waiting for its guest changes
+    // little (the guest agent tells when it stopped): a list a dozen guest checks old will do.
+    // The placement of a machine without a VMID and the effect of a running clone, start or
+    // stop want a list of the moment (ISO and config tasks do not show in it).
+    let task_shows_in_list = st
+        .task_ref
+        .as_deref()
+        .and_then(|t| crate::proxmox::Upid::parse(t).ok())
+        .is_some_and(|u| observe::effect_of(&u.task_type).is_some());
     let max_age = if provisioned {
         inp.settings.resync
-    } else if bootstrap_provided && st.task_ref.is_none() {
-        inp.settings.observe_interval.max(inp.settings.guest_poll * 6)
+    } else if vmid.is_some() && !task_shows_in_list {
+        inp.settings.observe_interval.max(inp.settings.guest_poll * 12)
     } else {
         inp.settings.observe_interval
     };

@@ -10,8 +10,9 @@
 //! interrupted clone is adopted by VMID and name, and nothing is re-done once observed done.
 //!
 //! ```text
-//! ReserveVm → CloneVm → (task) → ConfigureVm (+ new data disks) → ResizeBootDisk
-//!   → ClaimIpAddresses → DeliverBootstrapData (upload, then one write: ISO + IP tags)
+//! ReserveVm → CloneVm → (task) → ConfigureVm (only for new data disks or NICs) → ResizeBootDisk
+//!   → ClaimIpAddresses → DeliverBootstrapData (upload, then one write: the other options, ISO,
+//!   IP tags)
 //!   → PowerOn → (task) → ApplyHa (with spec.ha) → CheckGuest (→ provisioned)
 //!   → RemoveBootstrapIso → Idle
 //! ```
@@ -182,7 +183,8 @@ pub enum Step {
     },
     /// The VM is locked (e.g. an interrupted clone still running): wait.
     WaitForUnlock(String),
-    /// Apply sockets, cores, memory, description, NICs and tags.
+    /// Allocate new data disks or set the NICs (Proxmox assigns their MACs), with every other
+    /// option that differs (a task).
     ConfigureVm(ConfigUpdate),
     /// Grow the boot disk.
     ResizeBootDisk {
@@ -197,8 +199,10 @@ pub enum Step {
     WaitForIpAddresses,
     /// A claim conflicts; the message tells the user what to fix.
     IpConflict(String),
-    /// Render the NoCloud ISO and upload it (unless already there); once it is there, attach it
-    /// as ide0 and add the `ip_net0_<ip>` tags for the default IPv4 addresses in one write.
+    /// Render the NoCloud ISO and upload it (unless already there); once it is there, set the
+    /// options that still differ (sockets, cores, memory, description, tags, CPU, PCI devices),
+    /// attach it as ide0 and add the `ip_net0_<ip>` tags for the default IPv4 addresses in one
+    /// write.
     DeliverBootstrapData,
     /// Start the stopped VM.
     PowerOn,
@@ -376,10 +380,12 @@ pub fn decide(f: &Facts) -> Step {
                     });
                 }
             };
-            // New data disks go out in the same write as the other options.
-            let update = config_changes(&f.desired, &vm.config).merge(volumes);
-            if !update.is_empty() {
-                return Step::ConfigureVm(update);
+            // Data disks are allocated by a task, and NICs get their MACs from Proxmox (the
+            // bootstrap network config names them): such changes are written first, with the
+            // other options. Any other change goes out with the bootstrap ISO in one write.
+            let changes = config_changes(&f.desired, &vm.config);
+            if !volumes.is_empty() || changes.sets_nics() {
+                return Step::ConfigureVm(changes.merge(volumes));
             }
             if let Some((disk, size_gib)) = boot_disk_resize(&f.desired, &vm.config) {
                 return Step::ResizeBootDisk { disk, size_gib };

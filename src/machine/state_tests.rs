@@ -168,8 +168,31 @@ fn shapes_the_stopped_clone_config_first_then_disk() {
     let mut f = facts();
     let mut cfg = shaped_config();
     cfg.cores = Some(1);
+    f.vm = vm(Power::Stopped, cfg.clone());
+    // Options without a MAC or a new disk go out with the bootstrap ISO.
+    assert_eq!(decide(&f), Step::ClaimIpAddresses);
+    f.ips = resolved();
+    assert_eq!(decide(&f), Step::DeliverBootstrapData);
+    let VmPresence::Ours(facts_vm) = &f.vm else {
+        unreachable!()
+    };
+    let update =
+        super::super::iso::delivery_update(&f.desired, facts_vm, "local", &["ip_net0_10.0.0.5".into()]);
+    let p = update.params();
+    assert_eq!(p["cores"], json!(2));
+    assert_eq!(p["ide0"], json!("local:iso/user-data-200.iso,media=cdrom"));
+    let tags = p["tags"].as_str().unwrap();
+    assert!(
+        tags.contains("ip_net0_10.0.0.5") && tags.contains(crate::bootstrap::CLOUD_INIT_TAG),
+        "{tags}"
+    );
+    // A NIC that differs is written first: Proxmox gives it the MAC the bootstrap data names.
+    let mut cfg = shaped_config();
+    cfg.cores = Some(1);
+    cfg.nets.get_mut(&0).unwrap().bridge = Some("vmbr9".into());
     f.vm = vm(Power::Stopped, cfg);
-    assert!(matches!(decide(&f), Step::ConfigureVm(u) if u.params().contains_key("cores")));
+    assert!(matches!(decide(&f), Step::ConfigureVm(u)
+        if u.params().contains_key("cores") && u.params().contains_key("net0")));
     let mut cfg = shaped_config();
     cfg.disks.get_mut("scsi0").unwrap().size = Some("10G".into());
     f.vm = vm(Power::Stopped, cfg);
@@ -443,9 +466,12 @@ fn cpu_and_pci_devices_go_into_the_config_write_and_pcie_needs_q35() {
     let mut cfg = shaped_config();
     cfg.raw.insert("machine".into(), json!("q35"));
     f.vm = vm(Power::Stopped, cfg);
-    let Step::ConfigureVm(update) = decide(&f) else {
-        panic!("expected a config write, got {:?}", decide(&f));
+    f.ips = resolved();
+    assert_eq!(decide(&f), Step::DeliverBootstrapData);
+    let VmPresence::Ours(facts_vm) = &f.vm else {
+        unreachable!()
     };
+    let update = super::super::iso::delivery_update(&f.desired, facts_vm, "local", &[]);
     assert_eq!(update.params()["cpu"], json!("host"));
     assert_eq!(update.params()["numa"], json!(1));
     assert_eq!(update.params()["hostpci0"], json!("mapping=gpu,pcie=1"));

@@ -15,7 +15,7 @@ use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 
 use super::caches::Caches;
-use super::desired::tags_without;
+use super::desired::{DesiredVm, tags_without};
 use super::error::MachineError;
 use super::locations::Locations;
 use super::observe::effect_of;
@@ -383,7 +383,10 @@ async fn clone(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepResult,
     env.view.forget_config(vmid);
     env.view.wrote(vmid);
     match result {
-        Ok(upid) => Ok(StepResult::next(record_task(pm, env, vmid, &upid, None))),
+        Ok(upid) => {
+            env.view.cloned_here(vmid);
+            Ok(StepResult::next(record_task(pm, env, vmid, &upid, None)))
+        }
         // Someone (or an interrupted earlier pass) created the VMID meanwhile: look again.
         Err(e) if e.class() == ErrorClass::AlreadyExists => Ok(StepResult::next(Next::Now)),
         Err(e) if e.is_retryable() => Err(MachineError::proxmox(format!(
@@ -597,7 +600,11 @@ async fn deliver_bootstrap(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result
             ));
         }
     };
-    if !iso::present(env.view, &vm.node, &storage, vm.vmid, env.fresh).await? {
+    // The storage is listed unless no ISO of this VM can be there yet (cloned by this process,
+    // nothing put since): then the upload goes out at once.
+    let there = !env.view.no_iso_put_yet(vm.vmid)
+        && iso::present(env.view, &vm.node, &storage, vm.vmid, env.fresh).await?;
+    if !there {
         let image = match render_iso(env, pm, vm).await? {
             Ok(i) => i,
             Err(result) => return Ok(result),
@@ -611,15 +618,15 @@ async fn deliver_bootstrap(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result
         .resolution
         .map(|r| ipam::default_ipv4_tags(&r.resolved))
         .unwrap_or_default();
-    let update = iso::attach_update(vm, &storage, &ip_tags);
+    let update = iso::delivery_update(&DesiredVm::from_spec(&pm.spec), vm, &storage, &ip_tags);
     env.view
         .client()
         .update_vm_config_sync(&vm.node, vm.vmid, &update)
         .await
         .map_err(MachineError::proxmox(format!(
-            "attaching {} to VM {}",
-            iso::volid(&storage, vm.vmid),
-            vm.vmid
+            "configuring VM {} and attaching {}",
+            vm.vmid,
+            iso::volid(&storage, vm.vmid)
         )))?;
     env.view.config_updated(vm.vmid, &update);
     env.view.iso_is_at(vm.vmid, &vm.node, &storage);
@@ -714,7 +721,8 @@ async fn remove_iso(env: &StepEnv<'_>) -> Result<StepResult, MachineError> {
         // The tags show in the shared list: they are laid over lists read before this write.
         view.config_written(vm.vmid, &update);
     }
-    // Nothing more is configured on this VM.
+    // Nothing more is configured on this VM; its deletion need not look for the ISO.
     view.forget_config(vm.vmid);
+    view.iso_removed(vm.vmid);
     Ok(StepResult::next(Next::Now))
 }

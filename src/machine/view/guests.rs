@@ -20,7 +20,15 @@ const ALPHA: f64 = 0.3;
 /// A waiting machine that is no scout and has nothing learned yet looks after this many polls.
 const FALLBACK_POLLS: u32 = 6;
 /// While nothing is learned, a guest is first looked at after it has been up this many polls.
-pub const FIRST_LOOK_POLLS: u32 = 2;
+pub const FIRST_LOOK_POLLS: u32 = 3;
+
+/// The wait of a scout whose guest has been up for `up` while nothing is learned about this
+/// cluster's guests: half its uptime, at least one poll and at most [`FALLBACK_POLLS`] — a guest
+/// that takes minutes is not read every poll, and the first done is seen within a third of the
+/// time it took.
+fn scout_backoff(up: Duration, poll: Duration) -> Duration {
+    (up / 2).clamp(poll, poll * FALLBACK_POLLS)
+}
 
 /// A machine waiting for its guest.
 #[derive(Debug, Clone, Copy)]
@@ -95,8 +103,11 @@ impl Guests {
             .or_insert(Waiter::new(boot))
             .boot;
         let now = Instant::now();
-        let wait = if self.is_scout(machine) {
+        let learned = self.lock().done_after.is_some();
+        let wait = if self.is_scout(machine) && learned {
             poll
+        } else if self.is_scout(machine) {
+            scout_backoff(now.saturating_duration_since(boot), poll)
         } else {
             match self.lock().done_after {
                 Some(d) => (boot + d).saturating_duration_since(now).max(poll),
@@ -240,6 +251,30 @@ mod tests {
     }
 
     #[test]
+    fn scouts_back_off_while_nothing_is_learned() {
+        let poll = Duration::from_secs(5);
+        assert_eq!(scout_backoff(Duration::from_secs(4), poll), poll);
+        assert_eq!(
+            scout_backoff(Duration::from_secs(15), poll),
+            Duration::from_millis(7_500)
+        );
+        assert_eq!(
+            scout_backoff(Duration::from_secs(600), poll),
+            poll * FALLBACK_POLLS
+        );
+        let g = Guests::default();
+        let boot = Instant::now() - Duration::from_secs(20);
+        let wait = g.next_check(&m("lone"), boot, poll);
+        assert!(
+            wait >= Duration::from_millis(9_900) && wait <= Duration::from_millis(10_100),
+            "{wait:?}"
+        );
+        // Once a guest was done, scouts poll at the normal interval.
+        g.lock().done_after = Some(Duration::from_secs(30));
+        assert_eq!(g.next_check(&m("lone"), boot, poll), poll);
+    }
+
+    #[test]
     fn scouts_poll_the_others_are_woken() {
         let g = Guests::default();
         let poll = Duration::from_secs(5);
@@ -294,9 +329,9 @@ mod tests {
         assert!(matches!(g.should_look(&m("s1"), t, Duration::ZERO), Look::Due(_)));
         assert_eq!(
             g.too_early(Duration::from_secs(3), poll),
-            Some(Duration::from_secs(7))
+            Some(Duration::from_secs(12))
         );
-        assert_eq!(g.too_early(Duration::from_secs(10), poll), None);
+        assert_eq!(g.too_early(Duration::from_secs(15), poll), None);
         // Woken by a scout's done: the early machines look at their next pass — but not one
         // that looked within the last poll (s1).
         let woken = g.done(&m("s2"), t, poll);

@@ -21,7 +21,7 @@ pub mod timing;
 pub mod watch;
 pub mod writes;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -126,6 +126,8 @@ pub struct ProxmoxView {
     tasks: Mutex<HashMap<String, Instant>>,
     iso_at: Mutex<HashMap<u32, (String, String)>>,
     iso_deletions: Mutex<HashMap<u32, String>>,
+    isos_removed: Mutex<HashSet<u32>>,
+    cloned: Mutex<HashSet<u32>>,
     /// Machines waiting for their VM's state.
     pub waits: watch::Waits,
     /// Guest waits.
@@ -185,6 +187,8 @@ impl ProxmoxView {
             tasks: Mutex::default(),
             iso_at: Mutex::default(),
             iso_deletions: Mutex::default(),
+            isos_removed: Mutex::default(),
+            cloned: Mutex::default(),
             waits: watch::Waits::default(),
             guests: guests::Guests::default(),
             timing: timing::Timing::default(),
@@ -407,8 +411,36 @@ impl ProxmoxView {
         lock(&self.iso_deletions).get(&vmid).cloned()
     }
 
+    /// Records that VM `vmid`'s bootstrap ISO is gone for good: this controller deleted it, or
+    /// a config read after the data was delivered shows it detached and the VM untagged (the tag
+    /// is only dropped once the ISO is deleted). Its deletion then does not look for the ISO (in
+    /// memory only: after a restart the storages are listed again).
+    pub fn iso_removed(&self, vmid: u32) {
+        lock(&self.isos_removed).insert(vmid);
+    }
+
+    /// Whether VM `vmid`'s bootstrap ISO is known to be gone for good ([`Self::iso_removed`]).
+    pub fn iso_known_removed(&self, vmid: u32) -> bool {
+        lock(&self.isos_removed).contains(&vmid)
+    }
+
+    /// Records that this controller cloned VM `vmid`: every bootstrap ISO of it is one this
+    /// controller put ([`Self::iso_at`]).
+    pub fn cloned_here(&self, vmid: u32) {
+        lock(&self.cloned).insert(vmid);
+    }
+
+    /// Whether VM `vmid` has no bootstrap ISO this controller does not know of: it cloned the VM
+    /// and put no ISO for it since. (An ISO an earlier VM of that VMID left behind may still
+    /// exist: an upload overwrites it.)
+    pub fn no_iso_put_yet(&self, vmid: u32) -> bool {
+        lock(&self.cloned).contains(&vmid) && self.iso_at(vmid).is_none()
+    }
+
     /// Forgets everything about VM `vmid` (the machine is gone).
     pub fn forget_vm(&self, vmid: u32) {
+        lock(&self.isos_removed).remove(&vmid);
+        lock(&self.cloned).remove(&vmid);
         lock(&self.iso_at).remove(&vmid);
         lock(&self.iso_deletions).remove(&vmid);
         self.forget_config(vmid);

@@ -457,6 +457,14 @@ impl ConfigUpdate {
             .any(|(k, v)| is_disk_key(k) && v.as_str().is_some_and(|s| !s.contains("media=cdrom")))
     }
 
+    /// Whether the update sets a NIC (`netN`); one without a MAC has Proxmox assign one.
+    pub fn sets_nics(&self) -> bool {
+        self.params.keys().any(|k| {
+            k.strip_prefix("net")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+    }
+
     /// Whether no parameter is set (PVE rejects empty updates).
     pub fn is_empty(&self) -> bool {
         self.params.is_empty()
