@@ -1210,3 +1210,47 @@ async fn vmid_recorded_without_node_is_reserved_again() {
     mc.kill().await;
     h.stop().await;
 }
+
+/// One machine's life on an idle controller, request by request: the options, the ISO and the
+/// tags go out in one config write (no `qmconfig` task), no storage is listed before the first
+/// upload of a VM this controller cloned, and the deletion of a machine whose ISO it removed
+/// lists no storage and reads the VM's config once (before the stop; the destroy follows the
+/// list that showed the stop).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_machine_costs_one_config_write_and_no_needless_listing() {
+    const CONFIG_POST: &str = "POST /nodes/{node}/qemu/{vmid}/config";
+    const CONFIG_PUT: &str = "PUT /nodes/{node}/qemu/{vmid}/config";
+    const CONFIG_GET: &str = "GET /nodes/{node}/qemu/{vmid}/config";
+    const LISTING: &str = "GET /nodes/{node}/storage/{storage}/content";
+    let (h, mut mc) = setup(pve_sim::SimConfig::default(), crash_settings()).await;
+    let st = h.sim.state();
+    let before = st.request_counts();
+    let vmid = provision_fully(&h, "lone").await;
+    assert_vm_configured(&h, vmid, "lone");
+    let provisioned = st.request_counts();
+    assert_eq!(delta(&before, &provisioned, CONFIG_POST), 0, "no config task");
+    assert_eq!(
+        delta(&before, &provisioned, CONFIG_PUT),
+        2,
+        "one write delivers, one detaches"
+    );
+    assert_eq!(delta(&before, &provisioned, UPLOAD), 1);
+    assert_eq!(
+        delta(&before, &provisioned, LISTING),
+        2,
+        "listed only to see the upload and the ISO deletion done"
+    );
+    delete_and_wait(&h, "lone").await;
+    let deleted = st.request_counts();
+    assert_eq!(delta(&provisioned, &deleted, LISTING), 0, "the ISO is known gone");
+    assert_eq!(
+        delta(&provisioned, &deleted, CONFIG_GET),
+        1,
+        "one config read, before the stop"
+    );
+    assert_eq!(delta(&provisioned, &deleted, STOP), 1);
+    assert_eq!(delta(&provisioned, &deleted, DESTROY), 1);
+    wait_no_leftovers(&h, "lone deleted").await;
+    mc.kill().await;
+    h.stop().await;
+}
