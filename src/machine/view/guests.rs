@@ -23,9 +23,9 @@ const FALLBACK_POLLS: u32 = 6;
 pub const FIRST_LOOK_POLLS: u32 = 3;
 
 /// The wait of a scout whose guest has been up for `up` while nothing is learned about this
-/// cluster's guests: half its uptime, at least one poll and at most [`FALLBACK_POLLS`] — a guest
-/// that takes minutes is not read every poll, and the first done is seen within a third of the
-/// time it took.
+/// cluster's guests and no other machine waits: half its uptime, at least one poll and at most
+/// [`FALLBACK_POLLS`] — a guest that takes minutes is not read every poll, and the first done is
+/// seen within a third of the time it took.
 fn scout_backoff(up: Duration, poll: Duration) -> Duration {
     (up / 2).clamp(poll, poll * FALLBACK_POLLS)
 }
@@ -103,11 +103,16 @@ impl Guests {
             .or_insert(Waiter::new(boot))
             .boot;
         let now = Instant::now();
-        let learned = self.lock().done_after.is_some();
-        let wait = if self.is_scout(machine) && learned {
-            poll
-        } else if self.is_scout(machine) {
+        // Scouts back off only while nothing is learned and no other machine waits for what they
+        // learn (a late first done would delay every machine booted with them).
+        let alone = {
+            let s = self.lock();
+            s.done_after.is_none() && s.waiting.len() <= SCOUTS
+        };
+        let wait = if self.is_scout(machine) && alone {
             scout_backoff(now.saturating_duration_since(boot), poll)
+        } else if self.is_scout(machine) {
+            poll
         } else {
             match self.lock().done_after {
                 Some(d) => (boot + d).saturating_duration_since(now).max(poll),
@@ -272,6 +277,12 @@ mod tests {
         // Once a guest was done, scouts poll at the normal interval.
         g.lock().done_after = Some(Duration::from_secs(30));
         assert_eq!(g.next_check(&m("lone"), boot, poll), poll);
+        // So do they while more machines wait than the scouts: those wait for what they learn.
+        let g = Guests::default();
+        for name in ["a", "b", "c"] {
+            g.next_check(&m(name), boot, poll);
+        }
+        assert_eq!(g.next_check(&m("a"), boot, poll), poll);
     }
 
     #[test]
