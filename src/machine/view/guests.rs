@@ -103,21 +103,18 @@ impl Guests {
             .or_insert(Waiter::new(boot))
             .boot;
         let now = Instant::now();
-        // Scouts back off only while nothing is learned and no other machine waits for what they
-        // learn (a late first done would delay every machine booted with them).
-        let alone = {
+        let scout = self.is_scout(machine);
+        let (done_after, waiting) = {
             let s = self.lock();
-            s.done_after.is_none() && s.waiting.len() <= SCOUTS
+            (s.done_after, s.waiting.len())
         };
-        let wait = if self.is_scout(machine) && alone {
-            scout_backoff(now.saturating_duration_since(boot), poll)
-        } else if self.is_scout(machine) {
-            poll
-        } else {
-            match self.lock().done_after {
-                Some(d) => (boot + d).saturating_duration_since(now).max(poll),
-                None => poll * FALLBACK_POLLS,
-            }
+        let wait = match (scout, done_after) {
+            // Scouts back off only while nothing is learned and no other machine waits for what
+            // they learn (a late first done would delay every machine booted with them).
+            (true, None) if waiting <= SCOUTS => scout_backoff(now.saturating_duration_since(boot), poll),
+            (true, _) => poll,
+            (false, Some(d)) => (boot + d).saturating_duration_since(now).max(poll),
+            (false, None) => poll * FALLBACK_POLLS,
         };
         if let Some(w) = self.lock().waiting.get_mut(machine) {
             w.due = Some(now + wait);
