@@ -171,7 +171,14 @@ pub struct ProxmoxClients {
     rotation_waiters: Mutex<HashMap<ObjectKey, BTreeSet<ObjectKey>>>,
     /// The shared `/cluster/resources` lists, by [`client_key`].
     resources: Mutex<HashMap<String, Arc<ResourceList>>>,
+    /// The Proxmox clusters' names, by [`client_key`].
+    names: Mutex<HashMap<String, Arc<ClusterName>>>,
 }
+
+/// The name of one Proxmox cluster (`None` inside: none, or not readable), read once and shared
+/// by both controllers: the cluster controller's first probe reads it, a machine's bootstrap
+/// meta-data (`region`) uses it.
+pub type ClusterName = tokio::sync::OnceCell<Option<String>>;
 
 /// The `/cluster/resources` list of one Proxmox cluster as the manager's controllers share it.
 pub type ResourceList = crate::machine::view::shared::Shared<crate::machine::view::Snapshot>;
@@ -205,6 +212,7 @@ impl ProxmoxClients {
             built: AtomicU64::new(0),
             rotation_waiters: Mutex::new(HashMap::new()),
             resources: Mutex::new(HashMap::new()),
+            names: Mutex::new(HashMap::new()),
         }
     }
 
@@ -213,6 +221,17 @@ impl ProxmoxClients {
     pub fn resources(&self, client: &Client) -> Arc<ResourceList> {
         Arc::clone(
             self.resources
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .entry(client_key(client))
+                .or_default(),
+        )
+    }
+
+    /// The shared name of the Proxmox cluster `client` talks to (one per endpoint and user).
+    pub fn cluster_name(&self, client: &Client) -> Arc<ClusterName> {
+        Arc::clone(
+            self.names
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .entry(client_key(client))

@@ -1236,6 +1236,11 @@ async fn one_machine_costs_one_config_write_and_no_needless_listing() {
     );
     assert_eq!(delta(&before, &provisioned, UPLOAD), 1);
     assert_eq!(
+        delta(&before, &provisioned, TASK_STATUS),
+        1,
+        "one task read: the start's (the clone and the upload show in listings)"
+    );
+    assert_eq!(
         delta(&before, &provisioned, LISTING),
         2,
         "listed only to see the upload and the ISO deletion done"

@@ -42,7 +42,7 @@ pub enum ClusterError {
         #[source]
         source: proxmox::Error,
     },
-    /// `GET /version` failed.
+    /// The probe (`GET /version` or `GET /cluster/status`) failed.
     #[error("Proxmox API unreachable: {source}")]
     ProxmoxUnreachable {
         /// Client error.

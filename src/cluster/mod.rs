@@ -273,7 +273,7 @@ async fn normal_steps(
     // a probe (at rest that list is read once per resync; no request of its own then).
     let listed = available && ctx.proxmox.listed_within(&client, settings.resync);
     if !available || (memo.probe_due(&key, &client_id, probe_every) && !listed) {
-        if let Err(source) = client.version().await {
+        if let Err(source) = probe(ctx, &client).await {
             memo.probe_failed(&key);
             ctx.metrics.set_cluster_connected(&ns, &name, false);
             return Err(probe_error(ctx, pc, source));
@@ -296,6 +296,17 @@ async fn normal_steps(
     }
     readiness::apply(status, &Availability::Available, generation, &now());
     Ok(Action::requeue(settings.resync))
+}
+
+/// Asks Proxmox whether it answers and knows the credentials. The first probe of a Proxmox
+/// cluster reads its name (`GET /cluster/status`, which machines need for their meta-data and so
+/// do not read themselves); later probes read `GET /version`, as capmox does.
+async fn probe(ctx: &Context, client: &crate::proxmox::Client) -> Result<(), crate::proxmox::Error> {
+    let name = ctx.proxmox.cluster_name(client);
+    if name.initialized() {
+        return client.version().await.map(|_| ());
+    }
+    name.get_or_try_init(|| client.cluster_name()).await.map(|_| ())
 }
 
 /// The error of a failed probe: an auth error names where the credentials come from and what

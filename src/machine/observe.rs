@@ -1,8 +1,8 @@
 //! Reads what the state machine decides on — the recorded task, the VM behind the recorded VMID,
 //! the IPAM claims — from what the controller already knows where it can: the shared
 //! `/cluster/resources` list of the machine's Proxmox cluster ([`super::view`]) shows whether the
-//! VM exists, where, its name, lock, tags, power state and uptime, and whether a clone, start, stop
-//! or destroy took effect; the VM config is read only while the VM is still being shaped (and
+//! VM exists, where, its name, lock, tags, power state and uptime, and whether a clone, stop or
+//! destroy took effect (a start that ended well is laid over it); the VM config is read only while the VM is still being shaped (and
 //! then kept up to date with this controller's writes); a task is asked about only when its
 //! effect does not show; the claims come from the watch caches.
 
@@ -25,6 +25,15 @@ use crate::proxmox::types::{ClusterResource, VmConfig};
 /// Smallest VMID Proxmox hands out; lower recorded values (capmox writes `-1`) mean "none".
 const MIN_VMID: i64 = 100;
 
+/// How much earlier than its first look a start's task may be read (a pass scheduled for the
+/// first look may run a little early).
+const FIRST_LOOK_SLACK: Duration = Duration::from_millis(100);
+
+/// Whether a task of this type leaves the VM running when it succeeds.
+fn starts_vm(task_type: &str) -> bool {
+    matches!(task_type, "qmstart" | "qmresume")
+}
+
 /// The VMID recorded in `spec.virtualMachineID`, if it is a real one.
 pub fn recorded_vmid(pm: &ProxmoxMachine) -> Option<u32> {
     pm.spec
@@ -34,10 +43,13 @@ pub fn recorded_vmid(pm: &ProxmoxMachine) -> Option<u32> {
 }
 
 /// The VM state that shows a task of this type is over (`None`: only the task can tell).
+///
+/// A start (or resume) is confirmed by its task alone, not by the list: Proxmox may report a
+/// failed start of a VM that runs anyway, which is worth a warning, so its task is read in any
+/// case — and a task that ended well tells that the VM runs ([`ProxmoxView::start_confirmed`]).
 pub fn effect_of(task_type: &str) -> Option<Expect> {
     match task_type {
         "qmclone" => Some(Expect::CloneDone),
-        "qmstart" | "qmresume" => Some(Expect::Running),
         "qmstop" | "qmshutdown" => Some(Expect::Stopped),
         "qmdestroy" => Some(Expect::Gone),
         _ => None,
@@ -96,20 +108,17 @@ pub async fn task_look(
     if !seen && visible && age < overdue {
         return Ok(Some(look(TaskFacts::Running)));
     }
-    // A start is confirmed by its task even when the VM runs: Proxmox may report a failed start
-    // of a VM that runs anyway, which is worth a warning (capmox keeps going in that case too).
-    let confirm = matches!(upid.task_type.as_str(), "qmstart" | "qmresume");
-    if seen && !confirm {
+    if seen {
         let took = view.finished(raw).unwrap_or(age);
         view.task_done(&key, took);
         return Ok(Some(look(TaskFacts::Succeeded)));
     }
+    // A start is read when it should be done (a pass that comes earlier waits without a request).
+    let starts = starts_vm(&upid.task_type);
+    if starts && age + FIRST_LOOK_SLACK < view.timing.first_look(&key).min(view.settings().look_max) {
+        return Ok(Some(look(TaskFacts::Running)));
+    }
     let facts = match view.client().task_status(&upid).await {
-        Ok(s) if !s.is_finished() && seen => {
-            let took = view.finished(raw).unwrap_or(age);
-            view.task_done(&key, took);
-            TaskFacts::Succeeded
-        }
         Ok(s) if !s.is_finished() => TaskFacts::Running,
         Ok(s) if s.is_success() => {
             let took = view.finished(raw).unwrap_or(age);
@@ -141,7 +150,11 @@ pub async fn task_look(
         Err(e) if e.is_not_found() => TaskFacts::Unknown,
         Err(e) => return Err(MachineError::proxmox(format!("reading task {raw}"))(e)),
     };
-    if facts != TaskFacts::Running
+    // A start of this process that ended well is laid over the lists read before it instead of
+    // reading a new one. (A failed start is looked at in a new list: the VM may run anyway.)
+    let confirmed = starts && facts == TaskFacts::Succeeded && vmid.is_some_and(|v| view.start_confirmed(v));
+    if !confirmed
+        && facts != TaskFacts::Running
         && !seen
         && let Some(vmid) = vmid
     {
@@ -316,8 +329,12 @@ async fn look_in(
         });
     };
     let snapshot_age = at.elapsed();
-    let uptime = match power {
-        Power::Stopped => Duration::ZERO,
+    // A start this controller confirmed, which the list may not show yet.
+    let started = view.running_since(vmid, at).filter(|_| power != Power::Running);
+    let power = if started.is_some() { Power::Running } else { power };
+    let uptime = match (power, started) {
+        (_, Some(since)) => since.elapsed(),
+        (Power::Stopped, None) => Duration::ZERO,
         _ => Duration::from_secs(r.uptime.unwrap_or(0)) + snapshot_age,
     };
     let partial = partial_config(r);
@@ -387,11 +404,71 @@ pub fn ip_facts(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::view::ViewSettings;
+    use crate::proxmox::{ClientConfig, Credentials};
+
+    /// A view whose client points nowhere: the looks below must not send a request.
+    fn offline_view() -> Arc<ProxmoxView> {
+        let client = crate::proxmox::Client::new(ClientConfig::new(
+            "https://pve.invalid:8006",
+            Credentials::token("capmox@pve!t", "secret"),
+        ))
+        .unwrap();
+        let settings = ViewSettings {
+            observe_interval: Duration::from_secs(1),
+            look_min: Duration::from_millis(100),
+            look_max: Duration::from_secs(5),
+        };
+        let (wake, _) = futures::channel::mpsc::unbounded();
+        ProxmoxView::new(client, Default::default(), Default::default(), settings, wake)
+    }
+
+    fn listed(status: &str) -> Arc<Snapshot> {
+        Arc::new(Snapshot::new(
+            serde_json::from_value(serde_json::json!([
+                {"type": "qemu", "vmid": 200, "node": "pve1", "name": "m1", "status": status, "uptime": 0}
+            ]))
+            .unwrap(),
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_confirmed_start_outweighs_a_list_that_does_not_show_it_yet() {
+        let view = offline_view();
+        let upid = "UPID:pve1:00001234:00005678:65000000:qmstart:200:capmox@pve!t:";
+        view.started(upid, 200);
+        // A list read while the start ran (another machine's pass) shows the VM stopped.
+        let during = Instant::now();
+        let power = |look: VmLook| match look.presence {
+            VmPresence::Ours(v) => (v.power, look.booted.is_some()),
+            other => panic!("{other:?}"),
+        };
+        let before = look_in(&view, &listed("stopped"), during, "m1", 200, false)
+            .await
+            .unwrap();
+        assert_eq!(power(before), (Power::Stopped, false), "not confirmed yet");
+        assert!(view.start_confirmed(200));
+        let after = look_in(&view, &listed("stopped"), during, "m1", 200, false)
+            .await
+            .unwrap();
+        assert_eq!(power(after), (Power::Running, true), "the task said it runs");
+        // A list that shows it running tells its own uptime.
+        let shown = look_in(&view, &listed("running"), Instant::now(), "m1", 200, false)
+            .await
+            .unwrap();
+        assert_eq!(power(shown), (Power::Running, true));
+        // A stop after it: lists tell again.
+        view.wrote(200);
+        let stopped = look_in(&view, &listed("stopped"), Instant::now(), "m1", 200, false)
+            .await
+            .unwrap();
+        assert_eq!(power(stopped), (Power::Stopped, false));
+    }
 
     #[test]
     fn effects_of_task_types() {
         assert_eq!(effect_of("qmclone"), Some(Expect::CloneDone));
-        assert_eq!(effect_of("qmstart"), Some(Expect::Running));
+        assert_eq!(effect_of("qmstart"), None, "confirmed by its task");
         assert_eq!(effect_of("qmdestroy"), Some(Expect::Gone));
         assert_eq!(effect_of("qmconfig"), None);
         assert_eq!(effect_of("imgcopy"), None);

@@ -132,8 +132,9 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
     // do. Between its tasks a VM in flight changes only by this controller's writes, which
     // already demand a newer list (`ProxmoxView::freshness`); a VM waiting for its guest changes
     // little (the guest agent tells when it stopped): a list a dozen guest checks old will do.
-    // The placement of a machine without a VMID and the effect of a running clone, start or
-    // stop want a list of the moment (ISO and config tasks do not show in it).
+    // The placement of a machine without a VMID and the effect of a running clone or stop want
+    // a list of the moment (ISO and config tasks do not show in it; a start is confirmed by its
+    // task).
     let task_shows_in_list = st
         .task_ref
         .as_deref()

@@ -202,6 +202,11 @@ async fn failure_domains_spread_control_planes_over_zone_nodes() {
         );
     }
 
+    assert_eq!(
+        h.sim.state().request_count("GET /cluster/status"),
+        1,
+        "the name is read once, by the cluster's first probe, not per machine"
+    );
     for name in ["cp-1", "cp-2", "cp-3", "cp-x"] {
         h.delete_machine(name, 60).await;
     }
@@ -274,6 +279,62 @@ async fn guests_finishing_together_are_looked_at_a_few_times() {
     assert!(
         reads <= 2 * MACHINES as u64,
         "{reads} exec-status reads for {MACHINES} machines"
+    );
+    h.stop().await;
+}
+
+/// A token without `Sys.Audit` on `/` gets HTTP 403 from `GET /cluster/status` (capmox tolerates
+/// it): the ProxmoxCluster is available, the machine provisions, and its meta-data has no region.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_that_cannot_read_the_cluster_name_provisions_without_region() {
+    let h = Harness::start_with(pve_sim::SimConfig::default(), fast_machine_settings()).await;
+    let forbidden = fault(
+        "GET /cluster/status",
+        1.0,
+        403,
+        "Permission check failed (/, Sys.Audit)",
+        0,
+    );
+    let stalled = agent_stalled();
+    h.sim.state().set_faults(FaultSpec {
+        endpoints: stalled
+            .endpoints
+            .iter()
+            .cloned()
+            .chain([forbidden.clone()])
+            .collect(),
+        ..stalled
+    });
+    h.create_cluster("audit", json!({})).await;
+    h.create_machine(
+        "audit",
+        "no-region",
+        true,
+        Some((CLOUD_CONFIG, Some("cloud-config"))),
+        json!({}),
+    )
+    .await;
+    let pm = wait_stalled_at_guest(&h, "no-region").await;
+    let (_, iso) = bootstrap_iso(&h, vmid_of(&pm));
+    let meta = iso_file(&iso, "meta-data");
+    assert!(
+        meta.contains("proxmox_node: ") && !meta.lines().any(|l| l.starts_with("region:")),
+        "{meta}"
+    );
+    assert!(
+        h.sim.state().request_count("GET /cluster/status") >= 1,
+        "the name was asked for"
+    );
+    h.sim.state().set_faults(FaultSpec {
+        endpoints: vec![forbidden],
+        ..FaultSpec::default()
+    });
+    h.wait_provisioned("no-region", 90).await;
+    h.delete_machine("no-region", 60).await;
+    let (vms, isos, ipam) = h.leftovers().await;
+    assert!(
+        vms.is_empty() && isos.is_empty() && ipam == 0,
+        "{vms:?} {isos:?} {ipam}"
     );
     h.stop().await;
 }

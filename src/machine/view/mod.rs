@@ -11,7 +11,7 @@
 //!   every machine's bootstrap ISO;
 //! * VM configs: read once after the clone and then kept up to date with this controller's own
 //!   writes (only before the first boot; forgotten when the machine is provisioned);
-//! * [`watch`]: machines waiting for a clone, start, stop or destroy are woken when the
+//! * [`watch`]: machines waiting for a clone, stop or destroy are woken when the
 //!   snapshot shows the result, [`guests`]: guest checks are scouted, [`timing`]: task polls
 //!   follow learned task durations.
 
@@ -136,8 +136,8 @@ pub struct ProxmoxView {
     pub timing: timing::Timing,
     refresher: Mutex<Option<tokio::task::AbortHandle>>,
     pending: Mutex<HashMap<ObjectRef<ProxmoxMachine>, PendingWait>>,
-    /// The Proxmox cluster's name (`None` inside: a node outside any cluster), read once.
-    cluster_name: tokio::sync::OnceCell<Option<String>>,
+    /// The Proxmox cluster's name, read once and shared with the cluster controller's probe.
+    cluster_name: Arc<crate::credentials::ClusterName>,
 }
 
 /// A wait a pass asked for, armed once the pass has persisted what it did (so that no Proxmox
@@ -169,10 +169,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl ProxmoxView {
     /// A view of the cluster `client` talks to, sharing `resources` (the manager's
-    /// `/cluster/resources` list of that cluster).
+    /// `/cluster/resources` list of that cluster) and its `cluster_name`.
     pub fn new(
         client: Client,
         resources: Arc<Shared<Snapshot>>,
+        cluster_name: Arc<crate::credentials::ClusterName>,
         settings: ViewSettings,
         wake: Wake,
     ) -> Arc<Self> {
@@ -194,25 +195,20 @@ impl ProxmoxView {
             timing: timing::Timing::default(),
             refresher: Mutex::new(None),
             pending: Mutex::default(),
-            cluster_name: tokio::sync::OnceCell::new(),
+            cluster_name,
         })
     }
 
-    /// The Proxmox cluster's name from `GET /cluster/status` (read once per view; `None` for a
-    /// node that is not part of a cluster). The bootstrap meta-data's `region`.
+    /// The Proxmox cluster's name from `GET /cluster/status` ([`Client::cluster_name`]; read
+    /// once per Proxmox cluster, usually already by the cluster controller's probe). The
+    /// bootstrap meta-data's `region`.
     pub async fn cluster_name(&self) -> Result<Option<String>, MachineError> {
         self.cluster_name
             .get_or_try_init(|| async {
-                let status = self
-                    .client
-                    .cluster_status()
+                self.client
+                    .cluster_name()
                     .await
-                    .map_err(MachineError::proxmox("reading the Proxmox cluster status"))?;
-                Ok(status
-                    .into_iter()
-                    .find(|e| e.entry_type == "cluster")
-                    .map(|e| e.name)
-                    .filter(|n| !n.is_empty()))
+                    .map_err(MachineError::proxmox("reading the Proxmox cluster status"))
             })
             .await
             .cloned()
@@ -294,6 +290,19 @@ impl ProxmoxView {
     /// The tags this controller set on VM `vmid` after a list read at `read_at`, if it did.
     pub fn tags_written_after(&self, vmid: u32, read_at: Instant) -> Option<String> {
         lock(&self.writes).tags_after(vmid, read_at)
+    }
+
+    /// A start of VM `vmid` ended successfully. When it was this controller's last write to the
+    /// VM, the VM runs since now, which lists read before the start show from here on instead of
+    /// a new list read; else (`false`) a list read after now is needed.
+    pub fn start_confirmed(&self, vmid: u32) -> bool {
+        lock(&self.writes).started(vmid)
+    }
+
+    /// Since when VM `vmid` runs by a start this controller confirmed, for a list read at
+    /// `read_at` that shows it stopped and may lag ([`writes::Writes::running_since`]).
+    pub fn running_since(&self, vmid: u32, read_at: Instant) -> Option<Instant> {
+        lock(&self.writes).running_since(vmid, read_at)
     }
 
     /// Records that this controller wrote `update` to VM `vmid`'s config (successfully), outside
@@ -629,6 +638,7 @@ impl Views {
         let view = ProxmoxView::new(
             client.clone(),
             clients.resources(client),
+            clients.cluster_name(client),
             self.settings,
             self.wake.clone(),
         );

@@ -68,17 +68,22 @@ impl Timing {
     pub fn next_look(&self, kind: &str, elapsed: Duration, min: Duration, max: Duration) -> Duration {
         let max = max.max(min);
         let estimate = self.estimate(kind);
-        let first = estimate.mul_f64(1.05);
+        let first = self.first_look(kind);
         if elapsed < first {
             return (first - elapsed).clamp(min, max);
         }
         (estimate / 10).clamp(min, max)
     }
 
+    /// When a task of `kind` is first looked at: just after its estimate.
+    pub fn first_look(&self, kind: &str) -> Duration {
+        self.estimate(kind).mul_f64(1.05)
+    }
+
     /// Whether a look after `elapsed` was the first one (it came before the first look plus
     /// half a `max` interval).
     pub fn was_first_look(&self, kind: &str, elapsed: Duration, max: Duration) -> bool {
-        elapsed <= self.estimate(kind).mul_f64(1.05).min(max) + max / 2
+        elapsed <= self.first_look(kind).min(max) + max / 2
     }
 }
 

@@ -1,6 +1,6 @@
 //! Waiting for the state a Proxmox task produces instead of polling each task: a machine that
-//! started a clone, start, stop or destroy registers what it waits for (its VM unlocked,
-//! running, stopped or gone), one that uploads or deletes its bootstrap ISO waits for the file
+//! started a clone, stop or destroy registers what it waits for (its VM unlocked, stopped or
+//! gone; a start is confirmed by its task, see [`super::super::observe::effect_of`]), one that uploads or deletes its bootstrap ISO waits for the file
 //! to appear or go; the view's refresher reads `/cluster/resources` (and the ISO listings
 //! concerned) once for all waiting machines when the first of them is due, and wakes every
 //! machine whose VM or ISO got there. A machine is due when its task should be done
@@ -21,8 +21,6 @@ use crate::proxmox::types::ClusterResource;
 pub enum Expect {
     /// The VM exists and is not locked by a clone (the clone finished, well or not).
     CloneDone,
-    /// The VM runs.
-    Running,
     /// The VM is stopped.
     Stopped,
     /// The VM no longer exists.
@@ -63,7 +61,6 @@ impl Expect {
             (Self::Gone, None) => true,
             (Self::Gone, Some(_)) | (_, None) => false,
             (Self::CloneDone, Some(v)) => v.lock.as_deref() != Some("clone"),
-            (Self::Running, Some(v)) => v.status.as_deref() == Some("running"),
             (Self::Stopped, Some(v)) => v.status.as_deref() == Some("stopped"),
         }
     }
@@ -209,9 +206,8 @@ mod tests {
         assert!(Expect::CloneDone.met(Some(&vm("stopped", None))));
         assert!(!Expect::CloneDone.met(Some(&vm("unknown", Some("clone")))));
         assert!(!Expect::CloneDone.met(None));
-        assert!(Expect::Running.met(Some(&vm("running", None))));
-        assert!(!Expect::Running.met(Some(&vm("stopped", None))));
         assert!(Expect::Stopped.met(Some(&vm("stopped", None))));
+        assert!(!Expect::Stopped.met(Some(&vm("running", None))));
         assert!(Expect::Gone.met(None));
         assert!(!Expect::Gone.met(Some(&vm("stopped", None))));
     }
@@ -223,7 +219,7 @@ mod tests {
         w.add(
             200,
             m.clone(),
-            Expect::Running,
+            Expect::Stopped,
             Duration::ZERO,
             Duration::from_secs(1),
         );
@@ -237,20 +233,20 @@ mod tests {
         assert_eq!(w.len(), 2);
         let now = Instant::now();
         let none = |_: &str, _: &str| None;
-        let stopped = |_| Some(vm("stopped", None));
+        let running = |_| Some(vm("running", None));
         let woken = w.check(
             &Observed {
-                vm: &stopped,
+                vm: &running,
                 isos: &none,
             },
             now,
         );
         assert!(woken.is_empty());
         assert!(w.next_due().is_some_and(|d| d > now));
-        let running = |_| Some(vm("running", None));
+        let stopped = |_| Some(vm("stopped", None));
         let woken = w.check(
             &Observed {
-                vm: &running,
+                vm: &stopped,
                 isos: &none,
             },
             now,

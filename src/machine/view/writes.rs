@@ -6,12 +6,19 @@
 //!   after it;
 //! * a write to the VM's storage (ISO upload or deletion) needs a storage listing read after it;
 //! * a config write changes nothing a pass reads from the list except the tags, which are known
-//!   from the write itself: they are laid over older lists instead of reading the list again.
+//!   from the write itself: they are laid over older lists instead of reading the list again;
+//! * a start whose task ended successfully leaves the VM running: that too is laid over the lists
+//!   read before it ([`Writes::started`]), so confirming a start costs the task read alone.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::proxmox::types::ConfigUpdate;
+
+/// How long after a start was confirmed a list may still show the VM stopped: PVE's
+/// `/cluster/resources` takes the power state from the RRD cache that pvestatd refreshes every
+/// 10 s.
+pub const STATUS_LAG: Duration = Duration::from_secs(30);
 
 /// What one write changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,8 +47,12 @@ impl WriteKind {
 struct VmWrites {
     vm: Option<Instant>,
     storage: Option<Instant>,
+    /// `vm` and `storage` before the last [`WriteKind::Vm`] write.
+    before_vm: (Option<Instant>, Option<Instant>),
     /// The tags value the last config write set (`""`: removed), and when.
     tags: Option<(Instant, String)>,
+    /// A start confirmed by its task: the write it covers, and since when the VM runs.
+    running: Option<(Instant, Instant)>,
 }
 
 /// Writes by VMID.
@@ -58,6 +69,7 @@ impl Writes {
         match kind {
             WriteKind::Vm => {
                 // A VM that changed may have changed its storage too (a destroy purges volumes).
+                w.before_vm = (w.vm, w.storage);
                 w.vm = Some(now);
                 w.storage = Some(now);
             }
@@ -81,6 +93,33 @@ impl Writes {
         if let Some(tags) = tags {
             self.by_vmid.entry(vmid).or_default().tags = Some((Instant::now(), tags));
         }
+    }
+
+    /// The last write to VM `vmid` was a start whose task ended successfully: the VM runs since
+    /// now. Lists read before that write are good again, and a list that shows the VM stopped is
+    /// not believed for a while ([`Self::running_since`]). `false` (nothing changes) when the
+    /// start is not this controller's last write: another write came after it, or another
+    /// process started the VM.
+    pub fn started(&mut self, vmid: u32) -> bool {
+        let Some(w) = self.by_vmid.get_mut(&vmid) else {
+            return false;
+        };
+        let Some(start) = w.vm.filter(|at| w.storage == Some(*at)) else {
+            return false;
+        };
+        w.running = Some((start, Instant::now()));
+        (w.vm, w.storage) = w.before_vm;
+        true
+    }
+
+    /// Since when VM `vmid` runs, for a list read at `read_at` that shows it stopped (or paused,
+    /// after a resume): a start
+    /// this controller confirmed by its task, when the list may not show it yet (read within
+    /// [`STATUS_LAG`] of the confirmation) and no write to the VM came after the start.
+    pub fn running_since(&self, vmid: u32, read_at: Instant) -> Option<Instant> {
+        let w = self.by_vmid.get(&vmid)?;
+        let (start, since) = w.running?;
+        (w.vm.is_none_or(|at| at < start) && read_at < since + STATUS_LAG).then_some(since)
     }
 
     /// When the last write that changed what the shared list shows about VM `vmid` happened.
@@ -131,6 +170,53 @@ mod tests {
         assert_eq!(WriteKind::of_task("somethingnew"), WriteKind::Vm);
         w.forget(101);
         assert_eq!(w.last_vm(101), None);
+    }
+
+    #[test]
+    fn a_confirmed_start_is_laid_over_the_lists_read_before_it() {
+        // Distinct instants for each write.
+        let tick = || std::thread::sleep(std::time::Duration::from_millis(1));
+        let mut w = Writes::default();
+        w.record(100, WriteKind::Vm);
+        let clone = w.last_vm(100);
+        tick();
+        let read = Instant::now();
+        tick();
+        w.record(100, WriteKind::Vm);
+        let start = w.last_vm(100);
+        assert!(start > clone);
+        assert_eq!(w.running_since(100, read), None, "not confirmed yet");
+        assert!(w.started(100));
+        assert_eq!(w.last_vm(100), clone, "the list read after the clone will do");
+        assert_eq!(w.last_storage(100), clone);
+        assert!(w.running_since(100, read).is_some(), "shown running");
+        assert!(
+            w.running_since(100, Instant::now()).is_some(),
+            "a list of the next seconds may lag"
+        );
+        assert_eq!(
+            w.running_since(100, Instant::now() + STATUS_LAG),
+            None,
+            "later lists tell"
+        );
+        tick();
+        w.record(100, WriteKind::Vm);
+        assert_eq!(
+            w.running_since(100, read),
+            None,
+            "a later write (a stop) voids it"
+        );
+        // A write after the start keeps what it demands.
+        w.record(101, WriteKind::Vm);
+        tick();
+        w.record(101, WriteKind::Vm);
+        tick();
+        w.record(101, WriteKind::Storage);
+        let storage = w.last_storage(101);
+        assert!(!w.started(101));
+        assert_eq!(w.last_storage(101), storage);
+        assert_eq!(w.running_since(101, read), None);
+        assert!(!w.started(102), "started by another process");
     }
 
     #[test]

@@ -17,6 +17,21 @@ impl Client {
         self.get(&ApiPath::root().lit("cluster/status"), &[]).await
     }
 
+    /// The Proxmox cluster's name from `GET /cluster/status`: `None` for a node outside any
+    /// cluster, and for a token without `Sys.Audit` on `/` (HTTP 403, as capmox tolerates it:
+    /// the name is optional, the request still proved that Proxmox answers and knows the token).
+    pub async fn cluster_name(&self) -> Result<Option<String>, Error> {
+        match self.cluster_status().await {
+            Ok(status) => Ok(status
+                .into_iter()
+                .find(|e| e.entry_type == "cluster")
+                .map(|e| e.name)
+                .filter(|n| !n.is_empty())),
+            Err(Error::Auth { status: 403, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// `GET /cluster/resources[?type=..]`.
     pub async fn cluster_resources(
         &self,
