@@ -183,6 +183,16 @@ pub type ClusterName = tokio::sync::OnceCell<Option<String>>;
 /// The `/cluster/resources` list of one Proxmox cluster as the manager's controllers share it.
 pub type ResourceList = crate::machine::view::shared::Shared<crate::machine::view::Snapshot>;
 
+/// The entry of `map` for the Proxmox cluster `client` talks to, created on first use.
+fn shared_of<T: Default>(map: &Mutex<HashMap<String, Arc<T>>>, client: &Client) -> Arc<T> {
+    Arc::clone(
+        map.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(client_key(client))
+            .or_default(),
+    )
+}
+
 /// The key of what a client sees: its endpoint and user.
 pub fn client_key(client: &Client) -> String {
     let user = match &client.config().credentials {
@@ -219,24 +229,12 @@ impl ProxmoxClients {
     /// The shared `/cluster/resources` list of the Proxmox cluster `client` talks to (one per
     /// endpoint and user, shared by both controllers).
     pub fn resources(&self, client: &Client) -> Arc<ResourceList> {
-        Arc::clone(
-            self.resources
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .entry(client_key(client))
-                .or_default(),
-        )
+        shared_of(&self.resources, client)
     }
 
     /// The shared name of the Proxmox cluster `client` talks to (one per endpoint and user).
     pub fn cluster_name(&self, client: &Client) -> Arc<ClusterName> {
-        Arc::clone(
-            self.names
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .entry(client_key(client))
-                .or_default(),
-        )
+        shared_of(&self.names, client)
     }
 
     /// Whether the shared `/cluster/resources` list of the cluster `client` talks to was read
