@@ -2,9 +2,10 @@
 //! the IPAM claims — from what the controller already knows where it can: the shared
 //! `/cluster/resources` list of the machine's Proxmox cluster ([`super::view`]) shows whether the
 //! VM exists, where, its name, lock, tags, power state and uptime, and whether a clone, stop or
-//! destroy took effect (a start that ended well is laid over it); the VM config is read only while the VM is still being shaped (and
-//! then kept up to date with this controller's writes); a task is asked about only when its
-//! effect does not show; the claims come from the watch caches.
+//! destroy took effect (a start that ended well is laid over it); the VM config is read only
+//! while the VM is still being shaped (and then kept up to date with this controller's writes);
+//! a task is asked about only when its effect does not show; the claims come from the watch
+//! caches.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,10 +1,10 @@
 //! Waiting for the state a Proxmox task produces instead of polling each task: a machine that
 //! started a clone, stop or destroy registers what it waits for (its VM unlocked, stopped or
-//! gone; a start is confirmed by its task, see [`super::super::observe::effect_of`]), one that uploads or deletes its bootstrap ISO waits for the file
-//! to appear or go; the view's refresher reads `/cluster/resources` (and the ISO listings
-//! concerned) once for all waiting machines when the first of them is due, and wakes every
-//! machine whose VM or ISO got there. A machine is due when its task should be done
-//! ([`super::timing`]); until then nothing is read.
+//! gone; a start is confirmed by its task, see [`super::super::observe::effect_of`]), one that
+//! uploads or deletes its bootstrap ISO waits for the file to appear or go; the view's refresher
+//! reads `/cluster/resources` (and the ISO listings concerned) once for all waiting machines when
+//! the first of them is due, and wakes every machine whose VM or ISO got there. A machine is due
+//! when its task should be done ([`super::timing`]); until then nothing is read.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

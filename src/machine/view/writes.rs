@@ -113,9 +113,9 @@ impl Writes {
     }
 
     /// Since when VM `vmid` runs, for a list read at `read_at` that shows it stopped (or paused,
-    /// after a resume): a start
-    /// this controller confirmed by its task, when the list may not show it yet (read within
-    /// [`STATUS_LAG`] of the confirmation) and no write to the VM came after the start.
+    /// after a resume): a start this controller confirmed by its task, when the list may not
+    /// show it yet (read within [`STATUS_LAG`] of the confirmation) and no write to the VM came
+    /// after the start.
     pub fn running_since(&self, vmid: u32, read_at: Instant) -> Option<Instant> {
         let w = self.by_vmid.get(&vmid)?;
         let (start, since) = w.running?;
