@@ -4,7 +4,7 @@
 //! (no Proxmox calls). Pure functions.
 //!
 //! The sizes are the ones the machine controller applies to a clone
-//! ([`DesiredVm::from_spec`]): `numSockets`, `numCores` and `memoryMiB` when set and positive.
+//! ([`desired_vm`]): `numSockets`, `numCores` and `memoryMiB` when set and positive.
 //! Unset, the VM keeps the Proxmox VM template's value, which the spec cannot tell, so that
 //! resource is left out of `capacity`; the autoscaler then takes it from the MachineDeployment's
 //! `capacity.cluster-autoscaler.kubernetes.io/*` annotations (which win over the template status
@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use capmox_api::v1alpha2::{NodeInfo, ProxmoxMachineSpec, ProxmoxMachineTemplateStatus};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::machine::desired::DesiredVm;
+use crate::machine::spec::desired_vm;
 
 /// `status.capacity` key of the CPU count.
 pub const CPU: &str = "cpu";
@@ -30,7 +30,7 @@ pub const OPERATING_SYSTEM: &str = "linux";
 /// The capacity of a machine made from `spec`: `cpu` = sockets × cores when both are known,
 /// `memory` = `memoryMiB` in `Mi` when known. Empty when neither is known.
 pub fn capacity(spec: &ProxmoxMachineSpec) -> BTreeMap<String, Quantity> {
-    let desired = DesiredVm::from_spec(spec);
+    let desired = desired_vm(spec);
     let mut out = BTreeMap::new();
     if let (Some(sockets), Some(cores)) = (desired.sockets, desired.cores) {
         let cpus = u64::from(sockets) * u64::from(cores);

@@ -280,43 +280,7 @@ fn parse_secret(s: &str) -> Result<Secret, String> {
     Ok(Secret::new(s))
 }
 
-/// Parses a Go duration (`15s`, `1m30s`, `200ms`, `1h`, `1.5s`). A bare `0` is zero.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if s.is_empty() {
-        return Err("empty duration".into());
-    }
-    let mut total = 0f64;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("duration '{s}' lacks a unit (ns, us, ms, s, m, h)"))?;
-        let (num, tail) = rest.split_at(num_len);
-        let value: f64 = num
-            .parse()
-            .map_err(|_| format!("invalid number in duration '{s}'"))?;
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let factor = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            other => return Err(format!("unknown unit '{other}' in duration '{s}'")),
-        };
-        total += value * factor;
-        rest = tail;
-    }
-    Duration::try_from_secs_f64(total).map_err(|e| format!("duration '{s}': {e}"))
-}
+pub use crate::duration::parse_duration;
 
 /// Parses a Go-style listen address: `:8081`, `0.0.0.0:8081`, `127.0.0.1:0`, `[::1]:8080`,
 /// `localhost:9000`. Returns `None` for `0` or an empty string (disabled).

@@ -1,9 +1,13 @@
-//! Shared state handed to every controller: the Kubernetes client, the Proxmox client source,
-//! the event reporter identity, metrics and the manager's settings.
+//! Shared state handed to every controller: the Kubernetes client, the Proxmox client source and
+//! the shared views of each Proxmox cluster, metrics and the manager's settings.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use crate::credentials::ProxmoxClients;
 use crate::metrics::Metrics;
+use crate::proxmox::Client;
+use crate::proxmox::view::{ProxmoxView, Views};
 
 /// Settings every controller reads (filled from the manager's command line).
 #[derive(Debug, Clone, Default)]
@@ -14,9 +18,9 @@ pub struct ControllerSettings {
     /// (`machine.concurrency`, `cluster.concurrency`) says otherwise.
     pub concurrency: u16,
     /// Timing of the ProxmoxCluster controller.
-    pub cluster: crate::cluster::ClusterSettings,
-    /// Timing of the ProxmoxMachine controller.
-    pub machine: crate::machine::MachineSettings,
+    pub cluster: ClusterSettings,
+    /// Timing of the VM lifecycle (the ProxmoxMachine controller).
+    pub machine: crate::vm::Settings,
 }
 
 impl ControllerSettings {
@@ -31,6 +35,36 @@ impl ControllerSettings {
     }
 }
 
+/// Timing of the ProxmoxCluster controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// ProxmoxClusters reconciled at the same time (`None`: the manager-wide `concurrency`).
+    pub concurrency: Option<u16>,
+    /// Requeue of a ready cluster (re-probe Proxmox).
+    pub resync: Duration,
+    /// Requeue while a deletion waits for ProxmoxMachines.
+    pub machine_wait: Duration,
+    /// First retry delay after an error (doubles per consecutive error of the same object).
+    pub backoff_base: Duration,
+    /// Largest retry delay after errors.
+    pub backoff_cap: Duration,
+    /// Minimum time between two node-inventory refreshes of one cluster.
+    pub inventory_interval: Duration,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        Self {
+            concurrency: None,
+            resync: Duration::from_secs(60),
+            machine_wait: Duration::from_secs(10),
+            backoff_base: Duration::from_secs(5),
+            backoff_cap: Duration::from_secs(60),
+            inventory_interval: Duration::from_secs(60),
+        }
+    }
+}
+
 /// Everything a reconcile needs besides the object itself.
 #[derive(Clone)]
 pub struct Context {
@@ -41,7 +75,35 @@ pub struct Context {
     /// Settings from the command line.
     pub settings: ControllerSettings,
     /// Source of Proxmox clients (global client or one per credentials Secret).
-    pub proxmox: Arc<crate::credentials::ProxmoxClients>,
+    pub proxmox: Arc<ProxmoxClients>,
+    /// What the manager knows about each Proxmox cluster, shared by every controller.
+    pub views: Arc<Views>,
+}
+
+impl Context {
+    /// The context of the manager's controllers.
+    pub fn new(
+        client: kube::Client,
+        metrics: Arc<Metrics>,
+        settings: ControllerSettings,
+        proxmox: Arc<ProxmoxClients>,
+    ) -> Self {
+        let views = Arc::new(Views::new(settings.machine.view_settings()));
+        Self {
+            client,
+            metrics,
+            settings,
+            proxmox,
+            views,
+        }
+    }
+
+    /// The view of the Proxmox cluster `client` talks to.
+    pub fn view(&self, client: &Client) -> Arc<ProxmoxView> {
+        self.views.of(client, || {
+            (self.proxmox.resources(client), self.proxmox.cluster_name(client))
+        })
+    }
 }
 
 impl std::fmt::Debug for Context {

@@ -175,13 +175,7 @@ pub struct ProxmoxClients {
     names: Mutex<HashMap<String, Arc<ClusterName>>>,
 }
 
-/// The name of one Proxmox cluster (`None` inside: none, or not readable), read once and shared
-/// by both controllers: the cluster controller's first probe reads it, a machine's bootstrap
-/// meta-data (`region`) uses it.
-pub type ClusterName = tokio::sync::OnceCell<Option<String>>;
-
-/// The `/cluster/resources` list of one Proxmox cluster as the manager's controllers share it.
-pub type ResourceList = crate::machine::view::shared::Shared<crate::machine::view::Snapshot>;
+pub use crate::proxmox::view::{ClusterName, ResourceList};
 
 /// The entry of `map` for the Proxmox cluster `client` talks to, created on first use.
 fn shared_of<T: Default>(map: &Mutex<HashMap<String, Arc<T>>>, client: &Client) -> Arc<T> {
@@ -193,13 +187,9 @@ fn shared_of<T: Default>(map: &Mutex<HashMap<String, Arc<T>>>, client: &Client) 
     )
 }
 
-/// The key of what a client sees: its endpoint and user.
+/// The key of what a client sees: its endpoint and user ([`Client::endpoint_key`]).
 pub fn client_key(client: &Client) -> String {
-    let user = match &client.config().credentials {
-        proxmox::Credentials::Token { token_id, .. } => token_id.clone(),
-        proxmox::Credentials::Password { username, .. } => username.clone(),
-    };
-    format!("{} {user}", client.base_url())
+    client.endpoint_key()
 }
 
 impl std::fmt::Debug for ProxmoxClients {

@@ -77,17 +77,17 @@ impl MachineController {
         )
         .with_ca_pem(h.sim.ca_pem().unwrap());
         let global = capmox::proxmox::Client::with_observer(cfg, h.metrics.proxmox_observer()).unwrap();
-        let ctx = Arc::new(Context {
-            client: h.client.clone(),
-            metrics: h.metrics.clone(),
-            settings: ControllerSettings {
+        let ctx = Arc::new(Context::new(
+            h.client.clone(),
+            h.metrics.clone(),
+            ControllerSettings {
                 namespace: None,
                 concurrency: 4,
                 cluster: Default::default(),
                 machine: self.settings.clone(),
             },
-            proxmox: Arc::new(ProxmoxClients::new(Some(global), h.metrics.proxmox_observer())),
-        });
+            Arc::new(ProxmoxClients::new(Some(global), h.metrics.proxmox_observer())),
+        ));
         self.task = Some(tokio::spawn(capmox::controllers::machine::run(
             ctx,
             std::future::pending::<()>(),

@@ -79,15 +79,15 @@ async fn template_status_follows_the_spec() {
         .await
         .unwrap();
     let metrics = Arc::new(Metrics::new());
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        metrics: metrics.clone(),
-        settings: ControllerSettings {
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        metrics.clone(),
+        ControllerSettings {
             concurrency: 2,
             ..ControllerSettings::default()
         },
-        proxmox: Arc::new(ProxmoxClients::new(None, metrics.proxmox_observer())),
-    });
+        Arc::new(ProxmoxClients::new(None, metrics.proxmox_observer())),
+    ));
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(machine_template::run(ctx.clone(), async move {
         let _ = rx.await;

@@ -71,10 +71,10 @@ pub async fn collect(
     allowed: &[String],
     max_age: std::time::Duration,
 ) -> Result<Vec<NodeInventory>, proxmox::Error> {
-    let fresh = crate::machine::view::Freshness::within(max_age);
+    let fresh = crate::proxmox::view::Freshness::within(max_age);
     let (_, snap) = clients
         .resources(client)
-        .get(fresh, || crate::machine::view::Snapshot::fetch(client))
+        .get(fresh, || crate::proxmox::view::Snapshot::fetch(client))
         .await?;
     let guests: Vec<ClusterResource> = snap
         .resources

@@ -13,8 +13,6 @@ pub mod secret;
 pub mod status_patch;
 pub mod zones;
 
-use std::time::Duration;
-
 use capmox_api::capi::ipam::InClusterIPPool;
 use capmox_api::consts::{CLUSTER_FINALIZER, CLUSTER_NAME_LABEL};
 use capmox_api::v1alpha2::{self, ProxmoxCluster, ProxmoxClusterStatus, ProxmoxMachine};
@@ -36,35 +34,7 @@ use crate::context::Context;
 /// Field manager of every write of the ProxmoxCluster controller.
 pub const FIELD_MANAGER: &str = "capmox-proxmoxcluster";
 
-/// Timing of the ProxmoxCluster controller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterSettings {
-    /// ProxmoxClusters reconciled at the same time (`None`: the manager-wide `concurrency`).
-    pub concurrency: Option<u16>,
-    /// Requeue of a ready cluster (re-probe Proxmox).
-    pub resync: Duration,
-    /// Requeue while a deletion waits for ProxmoxMachines.
-    pub machine_wait: Duration,
-    /// First retry delay after an error (doubles per consecutive error of the same object).
-    pub backoff_base: Duration,
-    /// Largest retry delay after errors.
-    pub backoff_cap: Duration,
-    /// Minimum time between two node-inventory refreshes of one cluster.
-    pub inventory_interval: Duration,
-}
-
-impl Default for ClusterSettings {
-    fn default() -> Self {
-        Self {
-            concurrency: None,
-            resync: Duration::from_secs(60),
-            machine_wait: Duration::from_secs(10),
-            backoff_base: Duration::from_secs(5),
-            backoff_cap: Duration::from_secs(60),
-            inventory_interval: Duration::from_secs(60),
-        }
-    }
-}
+pub use crate::context::ClusterSettings;
 
 /// Result of a reconcile: the status to write and what to do next.
 #[derive(Debug)]

@@ -143,7 +143,7 @@ impl Cx<'_> {
         if self.tokens.contains_token(text) {
             return Err(format!("{what} is a variable; v1beta2 needs whole seconds"));
         }
-        let d = crate::cli::parse_duration(text).map_err(|e| format!("{what}: {e}"))?;
+        let d = crate::duration::parse_duration(text).map_err(|e| format!("{what}: {e}"))?;
         Ok(Node::plain(d.as_secs().to_string()))
     }
 

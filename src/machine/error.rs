@@ -49,6 +49,21 @@ pub enum MachineError {
     Invalid(String),
 }
 
+impl From<crate::vm::VmError> for MachineError {
+    fn from(e: crate::vm::VmError) -> Self {
+        match e {
+            crate::vm::VmError::Proxmox { action, source } => Self::Proxmox { action, source },
+            crate::vm::VmError::Invalid(m) => Self::Invalid(m),
+        }
+    }
+}
+
+impl From<crate::proxmox::view::ViewError> for MachineError {
+    fn from(e: crate::proxmox::view::ViewError) -> Self {
+        crate::vm::VmError::from(e).into()
+    }
+}
+
 impl MachineError {
     /// Wraps a Proxmox client error with what was being done.
     pub fn proxmox(action: impl Into<String>) -> impl FnOnce(proxmox::Error) -> Self {

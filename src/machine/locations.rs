@@ -65,6 +65,19 @@ pub fn place(
     true
 }
 
+/// The control-plane or worker placements recorded in `ProxmoxCluster.status.nodeLocations`.
+pub fn placements_for(locations: Option<&NodeLocations>, control_plane: bool) -> &[NodeLocation] {
+    locations
+        .and_then(|l| {
+            if control_plane {
+                l.control_plane.as_deref()
+            } else {
+                l.workers.as_deref()
+            }
+        })
+        .unwrap_or_default()
+}
+
 /// Removes `machine` from `locations`; `false` when it was not there.
 pub fn forget_in(locations: &mut NodeLocations, machine: &str) -> bool {
     let present = [&locations.control_plane, &locations.workers]
@@ -211,5 +224,22 @@ mod tests {
         assert!(!place(&mut l, "d", "pve2", None, true));
         assert!(forget_in(&mut l, "d"));
         assert!(!forget_in(&mut l, "d"));
+    }
+
+    #[test]
+    fn placements_for_picks_the_list() {
+        let loc = |m: &str, n: &str| NodeLocation {
+            machine: LocalObjectReference { name: m.into() },
+            node: n.into(),
+            zone: None,
+        };
+        let locations = NodeLocations {
+            control_plane: Some(vec![loc("cp", "a")]),
+            workers: Some(vec![loc("w1", "b"), loc("w2", "b")]),
+        };
+        assert_eq!(placements_for(Some(&locations), true), &[loc("cp", "a")]);
+        assert_eq!(placements_for(Some(&locations), false).len(), 2);
+        assert!(placements_for(None, true).is_empty());
+        assert!(placements_for(Some(&NodeLocations::default()), false).is_empty());
     }
 }

@@ -8,41 +8,9 @@ use capmox_api::consts::DEFAULT_ZONE;
 use capmox_api::v1alpha2::{ProxmoxCluster, ProxmoxClusterSpec, ProxmoxMachine, ProxmoxMachineSpec};
 use k8s_openapi::api::core::v1::SecretReference;
 
-/// The Machine's failure domain names no zone the ProxmoxCluster publishes.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "failure domain {domain:?} names no zone of the ProxmoxCluster (its failure domains: [{}])",
-    .known.join(", ")
-)]
-pub struct UnknownFailureDomain {
-    /// The Machine's `spec.failureDomain`.
-    pub domain: String,
-    /// The zones the ProxmoxCluster publishes as failure domains.
-    pub known: Vec<String>,
-}
-
-/// The zone of a machine whose CAPI Machine has `failure_domain`: `Some(zone)` when the failure
-/// domain selects it (it overrides `spec.network.zone`), `None` when the machine keeps its
-/// network zone (no failure domain, or the cluster does not publish its zones as failure domains).
-pub fn failure_domain_zone(
-    cluster: &ProxmoxClusterSpec,
-    failure_domain: Option<&str>,
-) -> Result<Option<String>, UnknownFailureDomain> {
-    let Some(domain) = failure_domain.filter(|d| !d.is_empty()) else {
-        return Ok(None);
-    };
-    if cluster.failure_domains_from_zones != Some(true) {
-        return Ok(None);
-    }
-    let zones = cluster.zone_config.as_deref().unwrap_or_default();
-    if zones.iter().any(|z| z.zone == domain) {
-        return Ok(Some(domain.to_owned()));
-    }
-    Err(UnknownFailureDomain {
-        domain: domain.to_owned(),
-        known: zones.iter().map(|z| z.zone.clone()).collect(),
-    })
-}
+pub use crate::cluster::zones::{
+    UnknownFailureDomain, failure_domain_zone, restrict, secret_label, zone_credentials, zone_nodes,
+};
 
 /// Applies the failure domain's zone to a working copy of the machine's spec (never persisted:
 /// only `virtualMachineID` and `providerID` of the spec are written back).
@@ -55,70 +23,6 @@ pub fn apply(
         spec.network.zone = Some(zone);
     }
     Ok(())
-}
-
-/// The Proxmox nodes of `zone` (its `zoneConfig` entry's `nodes`; `None`: not restricted).
-pub fn zone_nodes<'a>(cluster: &'a ProxmoxClusterSpec, zone: &str) -> Option<&'a [String]> {
-    cluster
-        .zone_config
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .find(|z| z.zone == zone)
-        .and_then(|z| z.nodes.as_deref())
-        .filter(|n| !n.is_empty())
-}
-
-/// The nodes a machine of `zone` may be placed on: the zone's nodes, narrowed to `allowed` (the
-/// machine's or cluster's allowed nodes) when both are given. `Err` when they have no node in
-/// common.
-pub fn restrict(
-    allowed: Option<&[String]>,
-    zone: &str,
-    zone_nodes: Option<&[String]>,
-) -> Result<Option<Vec<String>>, String> {
-    match (allowed, zone_nodes) {
-        (None, None) => Ok(None),
-        (Some(a), None) => Ok(Some(a.to_vec())),
-        (None, Some(z)) => Ok(Some(z.to_vec())),
-        (Some(a), Some(z)) => {
-            let both: Vec<String> = z.iter().filter(|n| a.contains(n)).cloned().collect();
-            if both.is_empty() {
-                Err(format!(
-                    "no node of zone {zone} [{}] is among the allowed nodes [{}]",
-                    z.join(", "),
-                    a.join(", ")
-                ))
-            } else {
-                Ok(Some(both))
-            }
-        }
-    }
-}
-
-/// The credentials Secret of `zone`'s own Proxmox cluster (its `zoneConfig` entry's
-/// `credentialsRef`, the namespace defaulting to the ProxmoxCluster's); `None`: the zone uses the
-/// ProxmoxCluster's credentials.
-pub fn zone_credentials(pc: &ProxmoxCluster, zone: &str) -> Option<SecretReference> {
-    let r = pc
-        .spec
-        .zone_config
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .find(|z| z.zone == zone)?
-        .credentials_ref
-        .as_ref()?;
-    let name = r.name.clone().filter(|n| !n.is_empty())?;
-    let namespace = r
-        .namespace
-        .clone()
-        .filter(|n| !n.is_empty())
-        .or_else(|| pc.metadata.namespace.clone());
-    Some(SecretReference {
-        name: Some(name),
-        namespace,
-    })
 }
 
 /// The zone of a machine (after [`apply`]): `spec.network.zone`, default `default`.
@@ -134,7 +38,7 @@ pub fn machine_zone(spec: &ProxmoxMachineSpec) -> &str {
 /// ProxmoxCluster's). Once a VMID is recorded it is the one recorded in `status.credentialsRef`
 /// (where the VM was created, whatever `zoneConfig` says since); before, its zone's.
 pub fn machine_credentials(pm: &ProxmoxMachine, pc: &ProxmoxCluster) -> Option<SecretReference> {
-    if super::observe::recorded_vmid(pm).is_some() {
+    if super::record::recorded_vmid(pm).is_some() {
         return pm.status.as_ref().and_then(|s| s.credentials_ref.clone());
     }
     zone_credentials(pc, machine_zone(&pm.spec))
@@ -144,7 +48,7 @@ pub fn machine_credentials(pm: &ProxmoxMachine, pc: &ProxmoxCluster) -> Option<S
 /// created. Returns whether the status changed: the caller persists it before any VMID is
 /// reserved, so the VM can always be found again.
 pub fn pin_credentials(pm: &mut ProxmoxMachine, pc: &ProxmoxCluster) -> bool {
-    if super::observe::recorded_vmid(pm).is_some() {
+    if super::record::recorded_vmid(pm).is_some() {
         return false;
     }
     let want = zone_credentials(pc, machine_zone(&pm.spec));
@@ -154,15 +58,6 @@ pub fn pin_credentials(pm: &mut ProxmoxMachine, pc: &ProxmoxCluster) -> bool {
     }
     pm.status.get_or_insert_with(Default::default).credentials_ref = want;
     true
-}
-
-/// `ns/name` of a Secret reference (for messages).
-pub fn secret_label(r: &SecretReference) -> String {
-    format!(
-        "{}/{}",
-        r.namespace.as_deref().unwrap_or_default(),
-        r.name.as_deref().unwrap_or_default()
-    )
 }
 
 #[cfg(test)]
@@ -189,22 +84,6 @@ mod tests {
     }
 
     #[test]
-    fn failure_domain_selects_zone_only_when_published() {
-        assert_eq!(
-            failure_domain_zone(&cluster(true), Some("a")),
-            Ok(Some("a".into()))
-        );
-        assert_eq!(failure_domain_zone(&cluster(true), None), Ok(None));
-        assert_eq!(failure_domain_zone(&cluster(true), Some("")), Ok(None));
-        assert_eq!(failure_domain_zone(&cluster(false), Some("nope")), Ok(None));
-        let err = failure_domain_zone(&cluster(true), Some("c")).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            r#"failure domain "c" names no zone of the ProxmoxCluster (its failure domains: [a, b])"#
-        );
-    }
-
-    #[test]
     fn apply_overrides_the_network_zone() {
         let mut spec = ProxmoxMachineSpec::default();
         spec.network.zone = Some("b".into());
@@ -212,25 +91,6 @@ mod tests {
         assert_eq!(spec.network.zone.as_deref(), Some("a"));
         apply(&mut spec, &cluster(false), Some("b")).unwrap();
         assert_eq!(spec.network.zone.as_deref(), Some("a"));
-    }
-
-    #[test]
-    fn zone_nodes_narrow_the_allowed_nodes() {
-        let c = cluster(true);
-        assert_eq!(zone_nodes(&c, "a"), Some(&["pve1".to_owned()][..]));
-        assert_eq!(zone_nodes(&c, "b"), None);
-        assert_eq!(zone_nodes(&c, "default"), None);
-        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let (z, a) = (names(&["pve1", "pve2"]), names(&["pve2", "pve3"]));
-        assert_eq!(restrict(None, "a", None), Ok(None));
-        assert_eq!(restrict(Some(&a), "a", None), Ok(Some(a.clone())));
-        assert_eq!(restrict(None, "a", Some(&z)), Ok(Some(z.clone())));
-        assert_eq!(restrict(Some(&a), "a", Some(&z)), Ok(Some(names(&["pve2"]))));
-        let err = restrict(Some(&names(&["pve3"])), "a", Some(&z)).unwrap_err();
-        assert_eq!(
-            err,
-            "no node of zone a [pve1, pve2] is among the allowed nodes [pve3]"
-        );
     }
 
     fn zoned_pc() -> ProxmoxCluster {
@@ -251,15 +111,6 @@ mod tests {
             },
         ]);
         pc
-    }
-
-    #[test]
-    fn zone_credentials_default_to_the_cluster_namespace() {
-        let pc = zoned_pc();
-        assert_eq!(zone_credentials(&pc, "a"), None);
-        assert_eq!(zone_credentials(&pc, "default"), None);
-        let b = zone_credentials(&pc, "b").unwrap();
-        assert_eq!(secret_label(&b), "ns/pve-b");
     }
 
     #[test]

@@ -150,6 +150,124 @@ impl std::fmt::Debug for Manager {
     }
 }
 
+/// Probes the global Proxmox client for `/readyz` until `stop` fires.
+fn start_probe(
+    client: proxmox::Client,
+    clients: &Arc<ProxmoxClients>,
+    health: &Arc<HealthState>,
+    stop: &Signal,
+) {
+    let h = Arc::clone(health);
+    let stop = stop.waiter();
+    let clients = Arc::clone(clients);
+    tokio::spawn(async move {
+        tokio::select! {
+            () = probe_loop(client, clients, h) => {},
+            () = stop => {},
+        }
+    });
+}
+
+/// One line with the manager's settings.
+fn log_start(options: &ManagerOptions, global_proxmox: bool) {
+    tracing::info!(
+        namespace = options.settings.namespace.as_deref().unwrap_or("<all>"),
+        proxmoxmachine_concurrency = options.settings.machine_concurrency(),
+        proxmoxcluster_concurrency = options.settings.cluster_concurrency(),
+        leader_election = options.leader_election.is_some(),
+        global_proxmox,
+        feature_gates = ?options.feature_gates.0,
+        cluster_topology = options.feature_gates.enabled("ClusterTopology"),
+        "starting manager"
+    );
+}
+
+/// What the controllers run with while this replica leads.
+struct Leading<'a> {
+    metrics: &'a Arc<Metrics>,
+    health: &'a Arc<HealthState>,
+    controllers_stop: &'a Signal,
+    shutdown_requested: &'a Signal,
+}
+
+impl Leading<'_> {
+    /// Runs the controllers until shutdown, a controller's end or lost leadership; returns how
+    /// it ended, with the controllers stopped.
+    async fn run(
+        &self,
+        ctx: Arc<Context>,
+        elector_task: &mut Option<tokio::task::JoinHandle<Result<(), LeaderError>>>,
+    ) -> Result<(), ManagerError> {
+        let (metrics, health) = (self.metrics, self.health);
+        let mut tasks = JoinSet::new();
+        for (name, fut) in controllers(ctx, self.controllers_stop) {
+            metrics.init_controller(name);
+            tasks.spawn(async move {
+                fut.await;
+                name
+            });
+        }
+        let outcome = supervise(&mut tasks, elector_task, self.shutdown_requested).await;
+        self.controllers_stop.fire();
+        // In-flight reconciles may finish, within the pod's grace period; after lost
+        // leadership another replica may already lead, so stop much faster.
+        let grace = if outcome.is_ok() {
+            GRACEFUL_STOP_TIMEOUT
+        } else {
+            FAILED_STOP_TIMEOUT
+        };
+        stop_controllers(&mut tasks, grace).await;
+        metrics.set_leader(false);
+        health.set_leader(false);
+        tracing::info!("controllers stopped");
+        if let Err(e) = &outcome {
+            health.set_dead();
+            tracing::error!(error = %e, "manager stopping");
+        }
+        outcome
+    }
+}
+
+/// The HTTP servers the manager runs on every replica, leader or not.
+struct Servers {
+    health: Option<tokio::net::TcpListener>,
+    metrics: Option<MetricsServer>,
+    webhooks: Option<WebhookServer>,
+}
+
+/// The result of one server: its name and how it ended.
+type ServerEnd = (&'static str, Result<(), std::io::Error>);
+
+/// Starts the health probe, metrics and webhook servers until `stop` fires.
+fn start_servers(
+    s: Servers,
+    health: &Arc<HealthState>,
+    metrics: &Arc<Metrics>,
+    stop: &Signal,
+) -> JoinSet<ServerEnd> {
+    let mut servers = JoinSet::new();
+    if let Some(l) = s.health {
+        tracing::info!(addr = ?l.local_addr().ok(), "serving health probes on /healthz and /readyz");
+        let router = health::health_router(Arc::clone(health));
+        let stop = stop.waiter();
+        servers.spawn(async move { ("health probe", health::serve(l, router, stop).await) });
+    }
+    if let Some(server) = s.metrics {
+        let m = Arc::clone(metrics);
+        let stop = stop.waiter();
+        servers.spawn(async move { ("metrics", server.serve(m, stop).await) });
+    }
+    if let Some(server) = s.webhooks {
+        let h = Arc::clone(health);
+        let stop = stop.waiter();
+        servers.spawn(async move {
+            server.serve(move || h.set_webhooks_serving(), stop).await;
+            ("webhook", Ok(()))
+        });
+    }
+    servers
+}
+
 impl Manager {
     /// Binds the HTTP listeners and the webhook server (loading its certificate), builds the
     /// global Proxmox client and the leader elector.
@@ -273,26 +391,16 @@ impl Manager {
             });
         }
 
-        let mut servers = JoinSet::new();
-        if let Some(l) = health_listener {
-            tracing::info!(addr = ?l.local_addr().ok(), "serving health probes on /healthz and /readyz");
-            let router = health::health_router(Arc::clone(&health));
-            let stop = servers_stop.waiter();
-            servers.spawn(async move { ("health probe", health::serve(l, router, stop).await) });
-        }
-        if let Some(server) = metrics_server {
-            let m = Arc::clone(&metrics);
-            let stop = servers_stop.waiter();
-            servers.spawn(async move { ("metrics", server.serve(m, stop).await) });
-        }
-        if let Some(server) = webhook_server {
-            let h = Arc::clone(&health);
-            let stop = servers_stop.waiter();
-            servers.spawn(async move {
-                server.serve(move || h.set_webhooks_serving(), stop).await;
-                ("webhook", Ok(()))
-            });
-        }
+        let mut servers = start_servers(
+            Servers {
+                health: health_listener,
+                metrics: metrics_server,
+                webhooks: webhook_server,
+            },
+            &health,
+            &metrics,
+            &servers_stop,
+        );
         // One set of Proxmox clients (and shared resource lists) for the probe and the
         // controllers: the probe relies on the controllers' list reads when there are any.
         let proxmox_clients = Arc::new(ProxmoxClients::new(
@@ -300,27 +408,9 @@ impl Manager {
             metrics.proxmox_observer(),
         ));
         if let Some(c) = global_proxmox.clone() {
-            let h = Arc::clone(&health);
-            let stop = servers_stop.waiter();
-            let clients = Arc::clone(&proxmox_clients);
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = probe_loop(c, clients, h) => {},
-                    () = stop => {},
-                }
-            });
+            start_probe(c, &proxmox_clients, &health, &servers_stop);
         }
-
-        tracing::info!(
-            namespace = options.settings.namespace.as_deref().unwrap_or("<all>"),
-            proxmoxmachine_concurrency = options.settings.machine_concurrency(),
-            proxmoxcluster_concurrency = options.settings.cluster_concurrency(),
-            leader_election = options.leader_election.is_some(),
-            global_proxmox = global_proxmox.is_some(),
-            feature_gates = ?options.feature_gates.0,
-            cluster_topology = options.feature_gates.enabled("ClusterTopology"),
-            "starting manager"
-        );
+        log_start(&options, global_proxmox.is_some());
 
         let result = async {
             let crds = wait_for_crds(
@@ -359,38 +449,19 @@ impl Manager {
             metrics.set_leader(true);
             health.set_leader(true);
 
-            let ctx = Arc::new(Context {
-                client: client.clone(),
-                metrics: Arc::clone(&metrics),
-                settings: options.settings.clone(),
-                proxmox: Arc::clone(&proxmox_clients),
-            });
-            let mut tasks = JoinSet::new();
-            for (name, fut) in controllers(ctx, &controllers_stop) {
-                metrics.init_controller(name);
-                tasks.spawn(async move {
-                    fut.await;
-                    name
-                });
-            }
-
-            let outcome = supervise(&mut tasks, &mut elector_task, &shutdown_requested).await;
-            controllers_stop.fire();
-            // In-flight reconciles may finish, within the pod's grace period; after lost
-            // leadership another replica may already lead, so stop much faster.
-            let grace = if outcome.is_ok() {
-                GRACEFUL_STOP_TIMEOUT
-            } else {
-                FAILED_STOP_TIMEOUT
+            let ctx = Arc::new(Context::new(
+                client.clone(),
+                Arc::clone(&metrics),
+                options.settings.clone(),
+                Arc::clone(&proxmox_clients),
+            ));
+            let leading = Leading {
+                metrics: &metrics,
+                health: &health,
+                controllers_stop: &controllers_stop,
+                shutdown_requested: &shutdown_requested,
             };
-            stop_controllers(&mut tasks, grace).await;
-            metrics.set_leader(false);
-            health.set_leader(false);
-            tracing::info!("controllers stopped");
-            if let Err(e) = &outcome {
-                health.set_dead();
-                tracing::error!(error = %e, "manager stopping");
-            }
+            let outcome = leading.run(ctx, &mut elector_task).await;
             release.fire();
             let released = match elector_task {
                 Some(t) => join_elector(t).await,

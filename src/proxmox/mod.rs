@@ -22,6 +22,7 @@ pub mod secret;
 pub mod task;
 pub mod tls;
 pub mod types;
+pub mod view;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -163,6 +164,16 @@ impl Client {
     /// endpoint and user: a client rebuilt from a rotated credentials Secret is another one.
     pub fn is_same_client(&self, other: &Client) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// The key of what this client sees: its endpoint and user (clients rebuilt from a rotated
+    /// Secret share it).
+    pub fn endpoint_key(&self) -> String {
+        let user = match &self.config().credentials {
+            Credentials::Token { token_id, .. } => token_id.as_str(),
+            Credentials::Password { username, .. } => username.as_str(),
+        };
+        format!("{} {user}", self.base_url())
     }
 
     /// Builds a client. Fails on an invalid URL, credentials or CA bundle.

@@ -113,12 +113,12 @@ impl Harness {
             cluster: fast_settings(),
             ..ControllerSettings::default()
         };
-        let ctx = Arc::new(Context {
-            client: client.clone(),
-            metrics: metrics.clone(),
+        let ctx = Arc::new(Context::new(
+            client.clone(),
+            metrics.clone(),
             settings,
-            proxmox: Arc::new(ProxmoxClients::new(global_client, metrics.proxmox_observer())),
-        });
+            Arc::new(ProxmoxClients::new(global_client, metrics.proxmox_observer())),
+        ));
         let (stop, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(capmox::controllers::cluster::run(ctx.clone(), async move {
             let _ = rx.await;

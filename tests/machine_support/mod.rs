@@ -167,20 +167,20 @@ impl Harness {
         )
         .with_ca_pem(self.sim.ca_pem().unwrap());
         let global = capmox::proxmox::Client::with_observer(cfg, self.metrics.proxmox_observer()).unwrap();
-        Arc::new(Context {
-            client: self.client.clone(),
-            metrics: self.metrics.clone(),
-            settings: ControllerSettings {
+        Arc::new(Context::new(
+            self.client.clone(),
+            self.metrics.clone(),
+            ControllerSettings {
                 namespace: None,
                 concurrency: 4,
                 cluster: fast_cluster_settings(),
                 machine: self.settings.clone(),
             },
-            proxmox: Arc::new(ProxmoxClients::new(
+            Arc::new(ProxmoxClients::new(
                 self.global_credentials.then_some(global),
                 self.metrics.proxmox_observer(),
             )),
-        })
+        ))
     }
 
     /// Kills the controllers (no graceful shutdown).

@@ -1,6 +1,7 @@
 //! CPU model and PCI passthrough of a v1alpha2 `ProxmoxMachine` (`spec.cpu`, `spec.pciDevices`,
-//! capmox #899/#834): rendered into the VM's config before its first boot as
-//! `cpu: <type>[,flags=+a;-b]`, `numa: 1` and `hostpci<n>: mapping=<name>[,pcie=1][,x-vga=1]`.
+//! capmox #899/#834): the provider's VM lifecycle writes them into the VM's config before its
+//! first boot as `cpu: <type>[,flags=+a;-b]`, `numa: 1` and
+//! `hostpci<n>: mapping=<name>[,pcie=1][,x-vga=1]`.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -53,31 +54,6 @@ pub struct CpuSpec {
     pub numa: Option<bool>,
 }
 
-impl CpuSpec {
-    /// The `cpu` option value, or `None` when neither a type nor flags are set. Flags without a
-    /// type use Proxmox's default model (`kvm64`... the option's default key is the type).
-    pub fn render(&self, template_cpu: Option<&str>) -> Option<String> {
-        let flags = self.flags.as_deref().unwrap_or_default();
-        if self.cpu_type.is_none() && flags.is_empty() {
-            return None;
-        }
-        let cpu_type = self.cpu_type.clone().or_else(|| {
-            template_cpu.and_then(|c| {
-                c.split(',')
-                    .next()
-                    .map(|t| t.trim_start_matches("cputype=").to_string())
-                    .filter(|t| !t.is_empty() && !t.contains('='))
-            })
-        });
-        let mut out = cpu_type.unwrap_or_else(|| "kvm64".to_string());
-        if !flags.is_empty() {
-            out.push_str(",flags=");
-            out.push_str(&flags.join(";"));
-        }
-        Some(out)
-    }
-}
-
 /// A PCI device passed through by a Proxmox PCI resource mapping (`/cluster/mapping/pci`);
 /// the VM is placed only on nodes where the mapping has an entry.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -96,86 +72,9 @@ pub struct PciDevice {
     pub x_vga: Option<bool>,
 }
 
-impl PciDevice {
-    /// The `hostpci<n>` option value.
-    pub fn render(&self) -> String {
-        let mut out = format!("mapping={}", self.mapping);
-        if self.pcie == Some(true) {
-            out.push_str(",pcie=1");
-        }
-        if self.x_vga == Some(true) {
-            out.push_str(",x-vga=1");
-        }
-        out
-    }
-}
-
-/// Whether a Proxmox `machine` option value selects the q35 chipset (PCIe needs it).
-pub fn machine_is_q35(machine: Option<&str>) -> bool {
-    machine
-        .and_then(|m| m.split(',').next())
-        .map(|t| t.trim_start_matches("type="))
-        .is_some_and(|t| t == "q35" || t.starts_with("pc-q35-"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_renders_type_and_flags() {
-        let cpu = CpuSpec {
-            cpu_type: Some("x86-64-v2-AES".into()),
-            flags: Some(vec!["+aes".into(), "-pcid".into()]),
-            numa: Some(true),
-        };
-        assert_eq!(
-            cpu.render(None).as_deref(),
-            Some("x86-64-v2-AES,flags=+aes;-pcid")
-        );
-        let flags_only = CpuSpec {
-            flags: Some(vec!["+aes".into()]),
-            ..Default::default()
-        };
-        assert_eq!(
-            flags_only.render(Some("host,hidden=1")).as_deref(),
-            Some("host,flags=+aes")
-        );
-        assert_eq!(flags_only.render(None).as_deref(), Some("kvm64,flags=+aes"));
-        assert_eq!(
-            CpuSpec {
-                numa: Some(true),
-                ..Default::default()
-            }
-            .render(None),
-            None
-        );
-    }
-
-    #[test]
-    fn pci_renders_mapping_options() {
-        let d = PciDevice {
-            mapping: "gpu".into(),
-            pcie: Some(true),
-            x_vga: Some(true),
-        };
-        assert_eq!(d.render(), "mapping=gpu,pcie=1,x-vga=1");
-        let d = PciDevice {
-            mapping: "nic".into(),
-            pcie: Some(false),
-            x_vga: None,
-        };
-        assert_eq!(d.render(), "mapping=nic");
-    }
-
-    #[test]
-    fn q35_detection() {
-        assert!(machine_is_q35(Some("q35")));
-        assert!(machine_is_q35(Some("pc-q35-8.1,viommu=intel")));
-        assert!(machine_is_q35(Some("type=q35")));
-        assert!(!machine_is_q35(Some("pc-i440fx-8.1")));
-        assert!(!machine_is_q35(None));
-    }
 
     #[test]
     fn patterns_accept_pve_models_and_flags() {

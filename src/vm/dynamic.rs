@@ -1,12 +1,20 @@
-//! Addresses a guest got by DHCP or SLAAC (NICs with `ipv4: dhcp`, `ipv6: dhcp|slaac`), learnt
-//! from the QEMU guest agent (`agent/network-get-interfaces`): which NICs need one, whether the
-//! guest has them yet, and the `status.addresses` they make.
+//! Addresses a guest got by DHCP or SLAAC, learnt from the QEMU guest agent
+//! (`agent/network-get-interfaces`): which NICs need one and whether the guest has them yet.
 
 use std::net::IpAddr;
 
-use capmox_api::v1alpha2::{MachineAddress, MachineAddressType, ProxmoxMachineSpec};
-
 use crate::proxmox::types::{GuestNetworkInterface, VmConfig};
+
+/// A NIC whose addresses the guest configures itself, as the owner's spec says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DynamicNicSpec {
+    /// Proxmox slot (`net0`, ...).
+    pub net: String,
+    /// An IPv4 address is expected (DHCPv4).
+    pub v4: bool,
+    /// An IPv6 address is expected (DHCPv6 or SLAAC).
+    pub v6: bool,
+}
 
 /// A NIC whose address the guest configures itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,25 +29,23 @@ pub struct DynamicNic {
     pub v6: bool,
 }
 
-/// The NICs of `spec` that use DHCP or SLAAC, with their MACs from `config`.
-pub fn dynamic_nics(spec: &ProxmoxMachineSpec, config: &VmConfig) -> Vec<DynamicNic> {
-    spec.network
-        .network_devices
+/// The dynamic NICs with their MACs from `config`.
+pub fn dynamic_nics(specs: &[DynamicNicSpec], config: &VmConfig) -> Vec<DynamicNic> {
+    specs
         .iter()
-        .filter(|n| n.uses_dynamic_addresses())
         .map(|n| {
-            let net = n.name_or_default().to_owned();
-            let mac = net
+            let mac = n
+                .net
                 .strip_prefix("net")
                 .and_then(|i| i.parse::<u32>().ok())
                 .and_then(|i| config.nets.get(&i))
                 .and_then(|d| d.mac.clone())
                 .unwrap_or_default();
             DynamicNic {
-                net,
+                net: n.net.clone(),
                 mac,
-                v4: n.dhcp4(),
-                v6: n.dhcp6() || n.slaac(),
+                v4: n.v4,
+                v6: n.v6,
             }
         })
         .collect()
@@ -100,27 +106,6 @@ pub fn learn(nics: &[DynamicNic], ifaces: &[GuestNetworkInterface]) -> Learnt {
     Learnt::Complete(v4)
 }
 
-/// `status.addresses` of a machine with dynamic NICs: the host name, then `InternalIP`s — the
-/// static default-pool addresses and the learnt ones, IPv4 before IPv6, without duplicates.
-pub fn machine_addresses(name: &str, static_defaults: &[IpAddr], learnt: &[IpAddr]) -> Vec<MachineAddress> {
-    let mut ips: Vec<IpAddr> = Vec::new();
-    for ip in static_defaults.iter().chain(learnt) {
-        if !ips.contains(ip) {
-            ips.push(*ip);
-        }
-    }
-    ips.sort_by_key(|ip| ip.is_ipv6());
-    std::iter::once(MachineAddress {
-        address: name.to_owned(),
-        type_: MachineAddressType::Hostname,
-    })
-    .chain(ips.into_iter().map(|ip| MachineAddress {
-        address: ip.to_string(),
-        type_: MachineAddressType::InternalIp,
-    }))
-    .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,26 +153,6 @@ mod tests {
         assert_eq!(
             learn(&nics, &ifaces()),
             Learnt::Missing("net2 has no IPv4 address yet".into())
-        );
-    }
-
-    #[test]
-    fn addresses_put_the_host_name_first_and_ipv4_before_ipv6() {
-        let a = machine_addresses(
-            "m1",
-            &["fd00::5".parse().unwrap(), "10.0.0.5".parse().unwrap()],
-            &["10.99.0.100".parse().unwrap(), "10.0.0.5".parse().unwrap()],
-        );
-        let shown: Vec<(&str, MachineAddressType)> =
-            a.iter().map(|a| (a.address.as_str(), a.type_)).collect();
-        assert_eq!(
-            shown,
-            [
-                ("m1", MachineAddressType::Hostname),
-                ("10.0.0.5", MachineAddressType::InternalIp),
-                ("10.99.0.100", MachineAddressType::InternalIp),
-                ("fd00::5", MachineAddressType::InternalIp),
-            ]
         );
     }
 }

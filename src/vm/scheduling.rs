@@ -17,12 +17,22 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use capmox_api::v1alpha2::{DEFAULT_MEMORY_ADJUSTMENT, NodeLocation, NodeLocations};
-
 use crate::proxmox::types::ClusterResource;
 
 /// Bytes per MiB.
 const MIB: u64 = 1024 * 1024;
+
+/// The memory adjustment (percent) when none is given.
+pub const DEFAULT_MEMORY_ADJUSTMENT: i64 = 100;
+
+/// Where one VM of the group being scheduled lives (round-robin input): its owner's name and node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placed<'a> {
+    /// The name of the VM's owner.
+    pub owner: &'a str,
+    /// The node.
+    pub node: &'a str,
+}
 
 /// Why no node could be chosen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -95,10 +105,10 @@ pub struct SchedulingRequest<'a> {
     pub nodes: &'a [NodeInfo],
     /// `GET /cluster/resources?type=vm`: the guests whose `maxmem` is committed on their node.
     pub guests: &'a [ClusterResource],
-    /// Existing placements of the same kind (see [`placements_for`]).
-    pub placements: &'a [NodeLocation],
-    /// The machine being scheduled; its own placement entry, if any, is not counted.
-    pub machine_name: Option<&'a str>,
+    /// Existing placements of the same group (e.g. the control plane or the workers of a cluster).
+    pub placements: &'a [Placed<'a>],
+    /// The owner being scheduled; its own placement entry, if any, is not counted.
+    pub owner_name: Option<&'a str>,
 }
 
 /// The scheduler's choice.
@@ -137,19 +147,6 @@ pub fn requested_memory_bytes(memory_mib: Option<i32>) -> u64 {
         .map_or(0, |m| m * MIB)
 }
 
-/// The control-plane or worker placements recorded in `ProxmoxCluster.status.nodeLocations`.
-pub fn placements_for(locations: Option<&NodeLocations>, control_plane: bool) -> &[NodeLocation] {
-    locations
-        .and_then(|l| {
-            if control_plane {
-                l.control_plane.as_deref()
-            } else {
-                l.workers.as_deref()
-            }
-        })
-        .unwrap_or_default()
-}
-
 /// Sum of `maxmem` of every qemu VM and lxc container on `node` that is not a template (saturating).
 pub fn committed_memory(node: &str, guests: &[ClusterResource]) -> u64 {
     guests
@@ -175,17 +172,17 @@ pub fn reservable_memory(total: u64, adjustment_percent: u64, committed: u64) ->
     u64::try_from(scaled.saturating_sub(u128::from(committed))).unwrap_or(u64::MAX)
 }
 
-/// How many placements each node has, not counting `exclude_machine`'s own entry.
+/// How many placements each node has, not counting `exclude_owner`'s own entry.
 pub fn placement_counts<'a>(
-    placements: &'a [NodeLocation],
-    exclude_machine: Option<&str>,
+    placements: &[Placed<'a>],
+    exclude_owner: Option<&str>,
 ) -> BTreeMap<&'a str, usize> {
     let mut counts = BTreeMap::new();
     for p in placements {
-        if exclude_machine.is_some_and(|m| m == p.machine.name) {
+        if exclude_owner.is_some_and(|m| m == p.owner) {
             continue;
         }
-        *counts.entry(p.node.as_str()).or_insert(0) += 1;
+        *counts.entry(p.node).or_insert(0) += 1;
     }
     counts
 }
@@ -226,7 +223,7 @@ pub fn schedule(request: &SchedulingRequest<'_>) -> Result<Placement, Scheduling
             allowed: allowed.into_iter().map(str::to_owned).collect(),
         });
     }
-    let counts = placement_counts(request.placements, request.machine_name);
+    let counts = placement_counts(request.placements, request.owner_name);
     let count_of = |node: &str| counts.get(node).copied().unwrap_or(0);
 
     if adjustment == 0 {
@@ -276,7 +273,6 @@ pub fn schedule(request: &SchedulingRequest<'_>) -> Result<Placement, Scheduling
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::LocalObjectReference;
     use proptest::prelude::*;
 
     const GIB: u64 = 1024 * MIB;
@@ -297,12 +293,8 @@ mod tests {
         .unwrap()
     }
 
-    fn loc(machine: &str, node: &str) -> NodeLocation {
-        NodeLocation {
-            machine: LocalObjectReference { name: machine.into() },
-            node: node.into(),
-            zone: None,
-        }
+    fn loc<'a>(owner: &'a str, node: &'a str) -> Placed<'a> {
+        Placed { owner, node }
     }
 
     fn names(n: &[&str]) -> Vec<String> {
@@ -313,7 +305,7 @@ mod tests {
         allowed: &'a [String],
         nodes: &'a [NodeInfo],
         guests: &'a [ClusterResource],
-        placements: &'a [NodeLocation],
+        placements: &'a [Placed<'a>],
         requested: u64,
     ) -> SchedulingRequest<'a> {
         SchedulingRequest {
@@ -323,7 +315,7 @@ mod tests {
             nodes,
             guests,
             placements,
-            machine_name: None,
+            owner_name: None,
         }
     }
 
@@ -444,7 +436,7 @@ mod tests {
         let mut req = request(&allowed, &nodes, &[], &placements, GIB);
         let got = schedule(&req).unwrap();
         assert_eq!((got.node.as_str(), got.existing_placements), ("b", 1));
-        req.machine_name = Some("me");
+        req.owner_name = Some("me");
         let got = schedule(&req).unwrap();
         assert_eq!((got.node.as_str(), got.existing_placements), ("a", 1));
     }
@@ -540,18 +532,6 @@ mod tests {
         assert_eq!(schedule(&req), Err(SchedulingError::InvalidMemoryAdjustment(-5)));
     }
 
-    #[test]
-    fn placements_for_picks_the_list() {
-        let locations = NodeLocations {
-            control_plane: Some(vec![loc("cp", "a")]),
-            workers: Some(vec![loc("w1", "b"), loc("w2", "b")]),
-        };
-        assert_eq!(placements_for(Some(&locations), true), &[loc("cp", "a")]);
-        assert_eq!(placements_for(Some(&locations), false).len(), 2);
-        assert!(placements_for(None, true).is_empty());
-        assert!(placements_for(Some(&NodeLocations::default()), false).is_empty());
-    }
-
     const NODE_NAMES: [&str; 4] = ["n1", "n2", "n3", "n4"];
 
     fn arb_nodes() -> impl Strategy<Value = Vec<NodeInfo>> {
@@ -574,7 +554,7 @@ mod tests {
         )
     }
 
-    fn arb_placements() -> impl Strategy<Value = Vec<NodeLocation>> {
+    fn arb_placements() -> impl Strategy<Value = Vec<Placed<'static>>> {
         prop::collection::vec(
             prop::sample::select(NODE_NAMES.to_vec()).prop_map(|n| loc("m", n)),
             0..10,
@@ -685,12 +665,13 @@ mod tests {
         ) {
             let allowed = names(&allowed);
             let nodes: Vec<NodeInfo> = NODE_NAMES.iter().map(|n| node(n, true, 1024)).collect();
-            let mut placements = Vec::new();
-            for i in 0..machines {
-                let name = format!("m{i}");
+            let mut chosen: Vec<String> = Vec::new();
+            for _ in 0..machines {
+                let placements: Vec<Placed<'_>> = chosen.iter().map(|n| loc("m", n)).collect();
                 let p = schedule(&request(&allowed, &nodes, &[], &placements, GIB)).unwrap();
-                placements.push(loc(&name, &p.node));
+                chosen.push(p.node);
             }
+            let placements: Vec<Placed<'_>> = chosen.iter().map(|n| loc("m", n)).collect();
             let counts = placement_counts(&placements, None);
             let max = allowed.iter().map(|n| counts.get(n.as_str()).copied().unwrap_or(0)).max().unwrap();
             let min = allowed.iter().map(|n| counts.get(n.as_str()).copied().unwrap_or(0)).min().unwrap();

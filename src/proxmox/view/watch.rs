@@ -1,17 +1,16 @@
-//! Waiting for the state a Proxmox task produces instead of polling each task: a machine that
+//! Waiting for the state a Proxmox task produces instead of polling each task: an owner that
 //! started a clone, stop or destroy registers what it waits for (its VM unlocked, stopped or
-//! gone; a start is confirmed by its task, see [`super::super::observe::effect_of`]), one that
-//! uploads or deletes its bootstrap ISO waits for the file to appear or go; the view's refresher
-//! reads `/cluster/resources` (and the ISO listings concerned) once for all waiting machines when
-//! the first of them is due, and wakes every machine whose VM or ISO got there. A machine is due
-//! when its task should be done ([`super::timing`]); until then nothing is read.
+//! gone; a start is confirmed by its task, see [`super::tasks::effect_of`]), one that uploads or
+//! deletes its VM's seed ISO waits for the file to appear or go; the view's refresher reads
+//! `/cluster/resources` (and the ISO listings concerned) once for all waiting owners when the
+//! first of them is due, and wakes every owner whose VM or ISO got there. An owner is due when its
+//! task should be done ([`super::timing`]); until then nothing is read.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use capmox_api::v1alpha2::ProxmoxMachine;
-use kube::runtime::reflector::ObjectRef;
+use super::owner::Owner;
 use tokio::sync::Notify;
 
 use crate::proxmox::types::ClusterResource;
@@ -25,19 +24,23 @@ pub enum Expect {
     Stopped,
     /// The VM no longer exists.
     Gone,
-    /// The machine's bootstrap ISO is in the listing of `storage` on `node`.
+    /// The VM's seed ISO `volid` is in the listing of `storage` on `node`.
     IsoPresent {
         /// Node.
         node: String,
         /// Storage.
         storage: String,
+        /// Volume ID of the ISO.
+        volid: String,
     },
-    /// The machine's bootstrap ISO is no longer in the listing of `storage` on `node`.
+    /// The VM's seed ISO `volid` is no longer in the listing of `storage` on `node`.
     IsoGone {
         /// Node.
         node: String,
         /// Storage.
         storage: String,
+        /// Volume ID of the ISO.
+        volid: String,
     },
 }
 
@@ -68,7 +71,7 @@ impl Expect {
     /// The listing this state is read from (`None`: the VM list).
     pub fn listing(&self) -> Option<(&str, &str)> {
         match self {
-            Self::IsoPresent { node, storage } | Self::IsoGone { node, storage } => {
+            Self::IsoPresent { node, storage, .. } | Self::IsoGone { node, storage, .. } => {
                 Some((node.as_str(), storage.as_str()))
             }
             _ => None,
@@ -77,20 +80,19 @@ impl Expect {
 
     /// Whether VM `vmid`'s state (or ISO) as `seen` shows the state (`None`: not read).
     fn met_in(&self, vmid: u32, seen: &Observed<'_>) -> Option<bool> {
-        match self.listing() {
-            Some((node, storage)) => {
-                let list = (seen.isos)(node, storage)?;
-                let there = list.contains(&super::super::iso::volid(storage, vmid));
+        match self {
+            Self::IsoPresent { node, storage, volid } | Self::IsoGone { node, storage, volid } => {
+                let there = (seen.isos)(node, storage)?.contains(volid);
                 Some(matches!(self, Self::IsoPresent { .. }) == there)
             }
-            None => Some(self.met((seen.vm)(vmid).as_ref())),
+            _ => Some(self.met((seen.vm)(vmid).as_ref())),
         }
     }
 }
 
 #[derive(Debug)]
 struct Wait {
-    machine: ObjectRef<ProxmoxMachine>,
+    owner: Owner,
     expect: Expect,
     next: Instant,
     every: Duration,
@@ -111,19 +113,12 @@ impl Waits {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// `machine` waits until VM `vmid` shows `expect`; look first after `first`, then every `every`.
-    pub fn add(
-        &self,
-        vmid: u32,
-        machine: ObjectRef<ProxmoxMachine>,
-        expect: Expect,
-        first: Duration,
-        every: Duration,
-    ) {
+    /// `owner` waits until VM `vmid` shows `expect`; look first after `first`, then every `every`.
+    pub fn add(&self, vmid: u32, owner: Owner, expect: Expect, first: Duration, every: Duration) {
         self.lock().insert(
             vmid,
             Wait {
-                machine,
+                owner,
                 expect,
                 next: Instant::now() + first,
                 every,
@@ -174,11 +169,11 @@ impl Waits {
     /// Checks every wait against what was read: returns the machines whose VM or ISO got there
     /// (and forgets them); waits that were due and are not met are looked at again after their
     /// interval.
-    pub fn check(&self, seen: &Observed<'_>, now: Instant) -> Vec<ObjectRef<ProxmoxMachine>> {
+    pub fn check(&self, seen: &Observed<'_>, now: Instant) -> Vec<Owner> {
         let mut woken = Vec::new();
         self.lock().retain(|vmid, w| {
             if w.expect.met_in(*vmid, seen) == Some(true) {
-                woken.push(w.machine.clone());
+                woken.push(w.owner.clone());
                 return false;
             }
             if w.next <= now {
@@ -215,7 +210,7 @@ mod tests {
     #[test]
     fn met_waits_wake_their_machine_once() {
         let w = Waits::default();
-        let m = ObjectRef::new("m").within("ns");
+        let m = Owner::new("ProxmoxMachine", "ns", "m");
         w.add(
             200,
             m.clone(),
@@ -225,7 +220,7 @@ mod tests {
         );
         w.add(
             201,
-            ObjectRef::new("n").within("ns"),
+            Owner::new("ProxmoxMachine", "ns", "n"),
             Expect::Gone,
             Duration::from_secs(5),
             Duration::from_secs(1),
@@ -258,10 +253,11 @@ mod tests {
     #[test]
     fn iso_waits_read_their_listing() {
         let w = Waits::default();
-        let m = ObjectRef::new("m").within("ns");
+        let m = Owner::new("ProxmoxMachine", "ns", "m");
         let expect = Expect::IsoPresent {
             node: "pve1".into(),
             storage: "local".into(),
+            volid: "local:iso/user-data-300.iso".into(),
         };
         w.add(300, m.clone(), expect, Duration::ZERO, Duration::from_secs(1));
         let now = Instant::now() + Duration::from_millis(1);

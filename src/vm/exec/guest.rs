@@ -1,4 +1,5 @@
-//! `cloud-init status` inside the guest, run through the QEMU guest agent.
+//! The guest checks: the QEMU guest agent, the addresses of DHCP/SLAAC NICs, and `cloud-init
+//! status` inside the guest, run through the agent.
 //!
 //! One check is one look: `cloud-init status --wait` is started once (its pid is remembered in
 //! the view) and each later check reads that process's status — one request — until it exits
@@ -10,18 +11,17 @@
 
 use std::time::{Duration, Instant};
 
-use capmox_api::v1alpha2::{self as api, ProxmoxMachine};
-use kube::ResourceExt;
-
-use super::MachineSettings;
-use super::dynamic;
-use super::error::MachineError;
-use super::state::VmFacts;
-use super::steps::{Next, StepEnv, StepResult, status};
-use super::view::ProxmoxView;
-use super::view::guests::Look;
+use super::{Env, Next, StepResult};
 use crate::proxmox::ErrorClass;
 use crate::proxmox::types::{AgentExecRequest, AgentExecStatus};
+use crate::proxmox::view::ProxmoxView;
+use crate::proxmox::view::guests::Look;
+use crate::vm::Settings;
+use crate::vm::adapter::{Adapter, Provisioned};
+use crate::vm::decide::{Phase, Reason, VmFacts};
+use crate::vm::dynamic;
+use crate::vm::error::VmError;
+use crate::vm::spec::VmRecord;
 
 /// What `cloud-init status` said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +62,7 @@ fn first_read(window: Duration) -> Duration {
 }
 
 /// Reads the status of the `cloud-init status --wait` process `pid` (`None`: it has not exited).
-async fn read(view: &ProxmoxView, vm: &VmFacts, pid: u64) -> Result<Option<CloudInit>, MachineError> {
+async fn read(view: &ProxmoxView, vm: &VmFacts, pid: u64) -> Result<Option<CloudInit>, VmError> {
     match view.client().agent_exec_status(&vm.node, vm.vmid, pid).await {
         Ok(s) if s.exited => {
             view.guests.set_pid(vm.vmid, None);
@@ -78,7 +78,7 @@ async fn read(view: &ProxmoxView, vm: &VmFacts, pid: u64) -> Result<Option<Cloud
             view.guests.set_pid(vm.vmid, None);
             Ok(Some(CloudInit::Running))
         }
-        Err(e) => Err(MachineError::proxmox(format!(
+        Err(e) => Err(VmError::proxmox(format!(
             "reading cloud-init status of VM {}",
             vm.vmid
         ))(e)),
@@ -93,9 +93,9 @@ async fn read(view: &ProxmoxView, vm: &VmFacts, pid: u64) -> Result<Option<Cloud
 pub async fn cloud_init_status(
     view: &ProxmoxView,
     vm: &VmFacts,
-    settings: &MachineSettings,
+    settings: &Settings,
     probably_done: bool,
-) -> Result<(CloudInit, bool), MachineError> {
+) -> Result<(CloudInit, bool), VmError> {
     if let Some(pid) = view.guests.pid(vm.vmid) {
         tracing::debug!(vmid = vm.vmid, pid, "reading the cloud-init status process");
         return Ok((read(view, vm, pid).await?.unwrap_or(CloudInit::Running), false));
@@ -106,7 +106,7 @@ pub async fn cloud_init_status(
         Ok(pid) => pid,
         Err(e) if e.class() == ErrorClass::AgentNotReady => return Ok((CloudInit::AgentNotReady, false)),
         Err(e) => {
-            return Err(MachineError::proxmox(format!(
+            return Err(VmError::proxmox(format!(
                 "running cloud-init status in VM {}",
                 vm.vmid
             ))(e));
@@ -120,38 +120,34 @@ pub async fn cloud_init_status(
     Ok((read(view, vm, pid).await?.unwrap_or(CloudInit::Running), true))
 }
 
-/// The wait of a pass that came before the machine's next guest look is due: the condition keeps
-/// what the last look said.
-fn early_pass(pm: &ProxmoxMachine, wait: Duration) -> StepResult {
-    let current = pm
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .and_then(|c| crate::conditions::get(c, api::VIRTUAL_MACHINE_PROVISIONED_CONDITION));
+/// The wait of a pass that came before the VM's next guest look is due: what the owner shows
+/// keeps what the last look said.
+fn early_pass(wait: Duration) -> StepResult {
     let mut r = StepResult::next(Next::After(wait));
-    if let Some(c) = current {
-        r = r.with_message(c.message.clone());
-        if c.reason == api::WAITING_FOR_DYNAMIC_ADDRESS_REASON {
-            r.reason = Some(api::WAITING_FOR_DYNAMIC_ADDRESS_REASON);
-        }
-    }
+    r.report.keep = true;
     r
 }
 
 /// Waits for the guest: when the next look is due (scouts look every `guest_poll`; the other
-/// machines are woken or look when guests of this cluster were done before) and the timeout
-/// failure once the guest has been up too long.
-fn not_yet(env: &StepEnv<'_>, vm: &VmFacts, booted: Instant, what: &str, timeout: Duration) -> StepResult {
+/// VMs are woken or look when guests of this cluster were done before) and the timeout failure
+/// once the guest has been up too long.
+fn not_yet<A: Adapter>(
+    env: &Env<'_, A>,
+    vm: &VmFacts,
+    booted: Instant,
+    what: &str,
+    timeout: Duration,
+) -> StepResult {
     let s = env.settings;
     if vm.uptime_secs > timeout.as_secs() {
-        env.view.guests.forget(&env.machine_ref);
+        env.view.guests.forget(env.owner);
         return StepResult::failed(
-            api::VM_PROVISION_FAILED_REASON,
+            Reason::VmFailed,
             format!("{what} within {}s of boot", timeout.as_secs()),
             None,
         );
     }
-    let next = env.view.guests.next_check(&env.machine_ref, booted, s.guest_poll);
+    let next = env.view.guests.next_check(env.owner, booted, s.guest_poll);
     let message = if what.starts_with("cloud-init") {
         "cloud-init is running"
     } else {
@@ -162,11 +158,11 @@ fn not_yet(env: &StepEnv<'_>, vm: &VmFacts, booted: Instant, what: &str, timeout
 
 /// Reads the guest's interfaces once: `Ok(addresses)` when every DHCP/SLAAC NIC has its
 /// address(es), else the wait (paced like the other guest checks) or the timeout failure.
-async fn look_for_addresses(
-    env: &StepEnv<'_>,
+async fn look_for_addresses<A: Adapter>(
+    env: &Env<'_, A>,
     vm: &VmFacts,
     nics: &[dynamic::DynamicNic],
-) -> Result<Result<Vec<std::net::IpAddr>, StepResult>, MachineError> {
+) -> Result<Result<Vec<std::net::IpAddr>, StepResult>, VmError> {
     let s = env.settings;
     let booted = env
         .booted
@@ -187,9 +183,9 @@ async fn look_for_addresses(
                     "the guest got no DHCP/SLAAC address",
                     s.cloud_init_timeout,
                 );
-                if r.failure.is_none() {
+                if r.report.failure.is_none() {
                     r = r.with_message(format!("waiting for a DHCP/SLAAC address: {what}"));
-                    r.reason = Some(api::WAITING_FOR_DYNAMIC_ADDRESS_REASON);
+                    r.report.phase = Some(Phase::WaitingForDynamicAddress);
                 }
                 Ok(Err(r))
             }
@@ -208,28 +204,24 @@ async fn look_for_addresses(
                 s.agent_timeout,
             )))
         }
-        Err(e) => Err(MachineError::proxmox(format!(
+        Err(e) => Err(VmError::proxmox(format!(
             "reading the network interfaces of VM {}",
             vm.vmid
         ))(e)),
     }
 }
 
-/// Checks the guest agent and cloud-init once; when they pass (or are skipped) the machine is
-/// marked provisioned, its `spec.providerID` set and the zone label added.
-pub async fn check(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepResult, MachineError> {
-    let Some(vm) = env.vm else {
-        return Err(MachineError::Invalid("the guest check needs the VM".into()));
-    };
-    let checks = pm.spec.checks.clone().unwrap_or_default();
-    let skip_agent = checks.skip_qemu_guest_agent == Some(true);
-    let skip_cloud_init = skip_agent || checks.skip_cloud_init_status == Some(true);
+/// Checks the guest agent and cloud-init once; when they pass (or are skipped) the VM is
+/// provisioned (recorded, and reported with its SMBIOS UUID and learnt addresses).
+pub async fn check<A: Adapter>(env: &Env<'_, A>, record: &mut VmRecord) -> Result<StepResult, A::Error> {
+    let vm = env.vm()?;
+    let checks = &env.spec.guest;
+    let skip_agent = checks.skip_agent;
+    let skip_cloud_init = skip_agent || checks.skip_cloud_init;
     let s = env.settings;
     let booted = env
         .booted
         .unwrap_or_else(|| Instant::now() - Duration::from_secs(vm.uptime_secs));
-    let agent_late = "the QEMU guest agent did not start";
-    let mut warning = None;
     if !skip_agent
         && let Some(wait) = env
             .view
@@ -239,138 +231,149 @@ pub async fn check(env: &StepEnv<'_>, pm: &mut ProxmoxMachine) -> Result<StepRes
         return Ok(StepResult::next(Next::After(wait)).with_message("waiting for the QEMU guest agent"));
     }
     // NICs on DHCP/SLAAC: their addresses come from the agent, looked at with the guest checks.
-    let nics = if pm.spec.network.uses_dynamic_addresses() {
+    let nics = if checks.dynamic_nics.is_empty() {
+        Vec::new()
+    } else {
         // The MACs are in the full config (read once, cached by the view).
         let config = env.view.config(&vm.node, vm.vmid).await?;
-        dynamic::dynamic_nics(&pm.spec, config.as_deref().unwrap_or(&vm.config))
-    } else {
-        Vec::new()
+        dynamic::dynamic_nics(&checks.dynamic_nics, config.as_deref().unwrap_or(&vm.config))
     };
-    let wants_addresses = !nics.is_empty() && !skip_agent;
+    let nics = if skip_agent { Vec::new() } else { nics };
     let mut learnt = Vec::new();
     if !skip_agent && skip_cloud_init {
-        match env.view.client().agent_os_info(&vm.node, vm.vmid).await {
-            Ok(_) => {
-                if wants_addresses {
-                    match look_for_addresses(env, vm, &nics).await? {
-                        Ok(ips) => learnt = ips,
-                        Err(r) => return Ok(r),
-                    }
-                }
-            }
-            Err(e)
-                if matches!(
-                    e.class(),
-                    ErrorClass::AgentNotReady | ErrorClass::AgentNotConfigured
-                ) =>
-            {
-                return Ok(not_yet(env, vm, booted, agent_late, s.agent_timeout));
-            }
-            Err(e) => {
-                return Err(MachineError::proxmox(format!(
-                    "querying the guest agent of VM {}",
-                    vm.vmid
-                ))(e));
-            }
+        match agent_alone(env, vm, booted, &nics).await? {
+            Ok(ips) => learnt = ips,
+            Err(r) => return Ok(r),
         }
     }
+    let mut warning = None;
     if !skip_cloud_init {
-        let uptime = Duration::from_secs(vm.uptime_secs);
-        match env.view.guests.should_look(&env.machine_ref, booted, uptime) {
-            Look::Now => {}
-            Look::NotYet => return Ok(not_yet(env, vm, booted, agent_late, s.agent_timeout)),
-            // Another trigger brought this pass early: the look waits until it is due.
-            Look::Due(wait) => return Ok(early_pass(pm, wait)),
-        }
-        if wants_addresses {
-            match look_for_addresses(env, vm, &nics).await? {
-                Ok(ips) => learnt = ips,
-                Err(r) => return Ok(r),
+        match cloud_init(env, vm, booted, &nics).await? {
+            Ok((ips, w)) => {
+                learnt = ips;
+                warning = w;
             }
-        }
-        let likely_done = env.view.guests.likely_done(uptime);
-        let look = cloud_init_status(env.view, vm, s, likely_done).await?;
-        if look.0 == CloudInit::Running {
-            env.view.guests.still_running(&env.machine_ref);
-        }
-        match look {
-            (CloudInit::AgentNotReady, _) => {
-                return Ok(not_yet(env, vm, booted, agent_late, s.agent_timeout));
-            }
-            // Guests of this cluster were done by this uptime: the process just started is read
-            // again within the window — on a later pass, not by holding this worker.
-            (CloudInit::Running, true) if likely_done => {
-                let wait = env
-                    .view
-                    .guests
-                    .look_again_in(&env.machine_ref, s.exec_poll_window);
-                return Ok(StepResult::next(Next::After(wait)).with_message("cloud-init is running"));
-            }
-            (CloudInit::Running, _) => {
-                return Ok(not_yet(
-                    env,
-                    vm,
-                    booted,
-                    "cloud-init did not finish",
-                    s.cloud_init_timeout,
-                ));
-            }
-            (CloudInit::Failed(out), _) => {
-                env.view.guests.forget(&env.machine_ref);
-                return Ok(StepResult::failed(
-                    api::VM_PROVISION_FAILED_REASON,
-                    format!("cloud-init failed execution: {out}"),
-                    None,
-                ));
-            }
-            (CloudInit::Degraded(out), _) => {
-                warning = Some((
-                    "CloudInitDegraded".to_owned(),
-                    format!("cloud-init finished degraded: {out}"),
-                ));
-            }
-            (CloudInit::Done, _) => {}
-        }
-        // Guests of this cluster that booted no later are probably done too.
-        for m in env.view.guests.done(&env.machine_ref, booted, s.guest_poll) {
-            env.view.wake(m);
+            Err(r) => return Ok(r),
         }
     }
-    env.view.guests.forget(&env.machine_ref);
-    if let Some(uuid) = env
+    env.view.guests.forget(env.owner);
+    let uuid = env
         .view
         .config(&vm.node, vm.vmid)
         .await?
         .and_then(|c| c.smbios_uuid.clone())
-        .filter(|u| !u.is_empty())
-    {
-        pm.spec.provider_id = Some(format!("{}{uuid}", capmox_api::consts::PROVIDER_ID_PREFIX));
-    }
-    let pm_name = pm.name_any();
-    let st = status(pm);
-    st.initialization = Some(api::InitializationStatus {
-        provisioned: Some(true),
-    });
-    st.vm_status = Some("ready".to_owned());
-    if !nics.is_empty() {
-        let defaults: Vec<std::net::IpAddr> = env
-            .resolution
-            .map(|r| {
-                r.resolved
-                    .iter()
-                    .filter(|a| a.is_default_pool)
-                    .map(|a| a.address)
-                    .collect()
-            })
-            .unwrap_or_default();
-        st.addresses = Some(dynamic::machine_addresses(&pm_name, &defaults, &learnt));
-    }
-    let zone = pm.spec.network.zone_or_default().to_owned();
-    pm.labels_mut()
-        .insert(capmox_api::consts::PROXMOX_ZONE_LABEL.to_owned(), zone);
+        .filter(|u| !u.is_empty());
+    record.provisioned = true;
     let mut r = StepResult::next(Next::Now);
-    r.warning = warning;
+    r.report.warning = warning;
+    r.provisioned = Some(Provisioned { uuid, learnt });
     Ok(r)
+}
+
+/// The agent check when cloud-init is not checked: the agent answers (and the dynamic NICs have
+/// their addresses).
+async fn agent_alone<A: Adapter>(
+    env: &Env<'_, A>,
+    vm: &VmFacts,
+    booted: Instant,
+    nics: &[dynamic::DynamicNic],
+) -> Result<Result<Vec<std::net::IpAddr>, StepResult>, VmError> {
+    match env.view.client().agent_os_info(&vm.node, vm.vmid).await {
+        Ok(_) if nics.is_empty() => Ok(Ok(Vec::new())),
+        Ok(_) => look_for_addresses(env, vm, nics).await,
+        Err(e)
+            if matches!(
+                e.class(),
+                ErrorClass::AgentNotReady | ErrorClass::AgentNotConfigured
+            ) =>
+        {
+            Ok(Err(not_yet(
+                env,
+                vm,
+                booted,
+                AGENT_LATE,
+                env.settings.agent_timeout,
+            )))
+        }
+        Err(e) => Err(VmError::proxmox(format!(
+            "querying the guest agent of VM {}",
+            vm.vmid
+        ))(e)),
+    }
+}
+
+/// What the agent's failure to answer in time is called.
+const AGENT_LATE: &str = "the QEMU guest agent did not start";
+
+/// The cloud-init check (with the dynamic NICs' addresses, when there are such NICs): `Ok` with
+/// the learnt addresses and a warning for a degraded cloud-init when it is done, else the wait or
+/// failure to report.
+async fn cloud_init<A: Adapter>(
+    env: &Env<'_, A>,
+    vm: &VmFacts,
+    booted: Instant,
+    nics: &[dynamic::DynamicNic],
+) -> Result<Result<(Vec<std::net::IpAddr>, Option<(Reason, String)>), StepResult>, VmError> {
+    let s = env.settings;
+    let uptime = Duration::from_secs(vm.uptime_secs);
+    match env.view.guests.should_look(env.owner, booted, uptime) {
+        Look::Now => {}
+        Look::NotYet => return Ok(Err(not_yet(env, vm, booted, AGENT_LATE, s.agent_timeout))),
+        // Another trigger brought this pass early: the look waits until it is due.
+        Look::Due(wait) => return Ok(Err(early_pass(wait))),
+    }
+    let mut learnt = Vec::new();
+    if !nics.is_empty() {
+        match look_for_addresses(env, vm, nics).await? {
+            Ok(ips) => learnt = ips,
+            Err(r) => return Ok(Err(r)),
+        }
+    }
+    let likely_done = env.view.guests.likely_done(uptime);
+    let look = cloud_init_status(env.view, vm, s, likely_done).await?;
+    if look.0 == CloudInit::Running {
+        env.view.guests.still_running(env.owner);
+    }
+    let warning = match look {
+        (CloudInit::AgentNotReady, _) => {
+            return Ok(Err(not_yet(env, vm, booted, AGENT_LATE, s.agent_timeout)));
+        }
+        // Guests of this cluster were done by this uptime: the process just started is read
+        // again within the window — on a later pass, not by holding this worker.
+        (CloudInit::Running, true) if likely_done => {
+            let wait = env.view.guests.look_again_in(env.owner, s.exec_poll_window);
+            return Ok(Err(
+                StepResult::next(Next::After(wait)).with_message("cloud-init is running")
+            ));
+        }
+        (CloudInit::Running, _) => {
+            return Ok(Err(not_yet(
+                env,
+                vm,
+                booted,
+                "cloud-init did not finish",
+                s.cloud_init_timeout,
+            )));
+        }
+        (CloudInit::Failed(out), _) => {
+            env.view.guests.forget(env.owner);
+            return Ok(Err(StepResult::failed(
+                Reason::VmFailed,
+                format!("cloud-init failed execution: {out}"),
+                None,
+            )));
+        }
+        (CloudInit::Degraded(out), _) => Some((
+            Reason::CloudInitDegraded,
+            format!("cloud-init finished degraded: {out}"),
+        )),
+        (CloudInit::Done, _) => None,
+    };
+    // Guests of this cluster that booted no later are probably done too.
+    for m in env.view.guests.done(env.owner, booted, s.guest_poll) {
+        env.view.wake(m);
+    }
+    Ok(Ok((learnt, warning)))
 }
 
 #[cfg(test)]

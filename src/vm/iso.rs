@@ -1,26 +1,22 @@
-//! The bootstrap ISO on Proxmox storage: which storage it goes to (deterministic, or the
-//! `cloudInitStorage` the user chose), whether it is there (from the shared ISO listing of the
-//! storage), uploading it once, the config change that attaches it (keeping the VM bootable from
-//! its disk, see [`super::boot`]), and finding and deleting it again. Nothing here waits for a
-//! task: uploads and deletions are tasks the caller records.
+//! The bootstrap ISO on Proxmox storage: which storage it goes to (deterministic, or the storage
+//! the owner chose), whether it is there (from the shared ISO listing of the storage), the config
+//! change that attaches it (keeping the VM bootable from its disk, see [`super::boot`]), and
+//! finding it again. Uploads and deletions go through the view's writes; nothing here waits for a
+//! task: they are tasks the caller records.
 
-use bytes::Bytes;
-
+use super::decide::{IsoLocation, VmFacts};
 use super::desired::DesiredVm;
-use super::error::MachineError;
-use super::state::{IsoLocation, VmFacts};
-use super::view::writes::WriteKind;
-use super::view::{Freshness, ProxmoxView, Snapshot};
+use super::error::VmError;
 use crate::bootstrap::{CLOUD_INIT_ISO_DEVICE, CLOUD_INIT_TAG, iso_file_name};
-use crate::proxmox::Upid;
-use crate::proxmox::types::ConfigUpdate;
+use crate::proxmox::types::{ConfigUpdate, VmConfig};
+use crate::proxmox::view::{Freshness, ProxmoxView, Snapshot};
 
-/// Volume ID of the machine's ISO on `storage`.
+/// Volume ID of the VM's ISO on `storage`.
 pub fn volid(storage: &str, vmid: u32) -> String {
     format!("{storage}:iso/{}", iso_file_name(u64::from(vmid)))
 }
 
-/// The storage for the machine's ISO: `wanted` when set (it must hold ISO images on the node),
+/// The storage for the VM's ISO: `wanted` when set (it must hold ISO images on the node),
 /// otherwise the first ISO-capable storage by name, so every pass picks the same one (capmox #782).
 pub fn choose_storage(snap: &Snapshot, node: &str, wanted: Option<&str>) -> Result<String, String> {
     let storages = snap.iso_storages(node);
@@ -36,45 +32,18 @@ pub fn choose_storage(snap: &Snapshot, node: &str, wanted: Option<&str>) -> Resu
     }
 }
 
-/// Whether the machine's ISO is on `storage` of `node` (shared listing, `fresh`).
+/// Whether the VM's ISO is on `storage` of `node` (shared listing, `fresh`, read after this
+/// process's last write to the VM's storage).
 pub async fn present(
     view: &ProxmoxView,
     node: &str,
     storage: &str,
     vmid: u32,
     fresh: Freshness,
-) -> Result<bool, MachineError> {
-    // A listing read before this controller's last write to the VM's storage (or before its
-    // last ISO task ended) may not show what that did.
-    let fresh = fresh.after(view.last_storage_write(vmid));
+) -> Result<bool, VmError> {
     Ok(view
-        .isos(node, storage, fresh)
-        .await?
-        .contains(&volid(storage, vmid)))
-}
-
-/// Starts the upload of the ISO; the caller checked that it is not there yet (its content is a
-/// pure function of the machine, so one left by an interrupted pass is the same file). Returns
-/// the import task, which the caller records like any other task: the file only exists once that
-/// task ends, so a crash while it runs must not lead to a second upload.
-pub async fn upload(
-    view: &ProxmoxView,
-    node: &str,
-    storage: &str,
-    vmid: u32,
-    image: Vec<u8>,
-) -> Result<Upid, MachineError> {
-    let upid = view
-        .client()
-        .upload_iso(node, storage, &iso_file_name(u64::from(vmid)), Bytes::from(image))
-        .await
-        .map_err(MachineError::proxmox(format!(
-            "uploading {}",
-            volid(storage, vmid)
-        )))?;
-    view.started(upid.as_str(), vmid);
-    view.iso_is_at(vmid, node, storage);
-    Ok(upid)
+        .iso_present(node, storage, vmid, &volid(storage, vmid), fresh)
+        .await?)
 }
 
 /// The config change that attaches the ISO as `ide0` and sets the VM's tags to its own plus
@@ -96,7 +65,7 @@ pub fn attach_update(vm: &VmFacts, storage: &str, extra_tags: &[String]) -> Conf
 }
 
 /// The one config write that delivers the bootstrap data: the options of `desired` that still
-/// differ (data disks and NICs were written before: [`super::state::decide`]), the tags the spec
+/// differ (data disks and NICs were written before: [`super::decide::decide`]), the tags the owner
 /// asks for and `address_tags`, and the ISO on `storage` attached ([`attach_update`]).
 pub fn delivery_update(
     desired: &DesiredVm,
@@ -109,14 +78,14 @@ pub fn delivery_update(
     super::desired::config_changes(desired, &vm.config).merge(attach_update(vm, storage, &tags))
 }
 
-/// Finds the machine's ISO on the ISO-capable storages of `node` (shared listings).
+/// Finds the VM's ISO on the ISO-capable storages of `node` (shared listings).
 pub async fn find(
     view: &ProxmoxView,
     snap: &Snapshot,
     node: &str,
     vmid: u32,
     fresh: Freshness,
-) -> Result<Option<IsoLocation>, MachineError> {
+) -> Result<Option<IsoLocation>, VmError> {
     for storage in snap.iso_storages(node) {
         if present(view, node, &storage, vmid, fresh).await? {
             return Ok(Some(IsoLocation {
@@ -129,25 +98,19 @@ pub async fn find(
     Ok(None)
 }
 
-/// Starts deleting the ISO: `Some(task)` to record and wait for, `None` when it is gone already.
-pub async fn delete(view: &ProxmoxView, vmid: u32, iso: &IsoLocation) -> Result<Option<Upid>, MachineError> {
-    let result = view
-        .client()
-        .delete_storage_volume(&iso.node, &iso.storage, &iso.volid)
-        .await;
-    view.wrote_kind(vmid, WriteKind::Storage);
-    match result {
-        Ok(Some(upid)) => {
-            view.started(upid.as_str(), vmid);
-            Ok(Some(upid))
-        }
-        Ok(None) => Ok(None),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(MachineError::proxmox(format!("deleting {}", iso.volid))(e)),
-    }
-}
-
 /// Whether a task of this type imports or deletes an ISO (its effect shows in the listing).
 pub fn is_iso_task(task_type: &str) -> bool {
     matches!(task_type, "imgcopy" | "imgdel")
+}
+
+/// Whether the VM has our bootstrap ISO attached or still carries the tag that says one may exist.
+pub fn attached(vmid: u32, config: &VmConfig) -> bool {
+    let file = iso_file_name(u64::from(vmid));
+    config.ide0.as_deref().is_some_and(|v| v.contains(&file))
+        || config.tags.iter().any(|t| t.eq_ignore_ascii_case(CLOUD_INIT_TAG))
+}
+
+/// The file name of VM `vmid`'s ISO.
+pub fn file_name(vmid: u32) -> String {
+    iso_file_name(u64::from(vmid))
 }

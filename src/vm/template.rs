@@ -1,6 +1,6 @@
-//! Template selection: which Proxmox template (node, VMID) a `ProxmoxMachine` is cloned from.
+//! Template selection: which Proxmox template (node, VMID) a VM is cloned from.
 //!
-//! Either the spec names the template directly (`templateID` + `sourceNode`) or it selects one by its
+//! Either the owner names the template directly (a VMID on a node) or it selects one by its
 //! Proxmox tags (`templateSelector`). Tag matching follows capmox (only qemu templates with tags are
 //! considered; tags are split on `;`, `,` or whitespace, trimmed and lower-cased; a candidate must carry
 //! every `matchTags` entry), but `bestSubset` first computes the minimum number of surplus tags over all
@@ -8,8 +8,6 @@
 //! the order of `/cluster/resources`.
 
 use std::collections::BTreeSet;
-
-use capmox_api::v1alpha2::{ProxmoxMachineSpec, TemplateMatchPolicy, TemplateSelector};
 
 use crate::proxmox::types::{ClusterResource, split_tags};
 
@@ -22,6 +20,27 @@ pub struct TemplateRef {
     pub vmid: u32,
 }
 
+/// How a template's tags are compared with the wanted tags.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MatchPolicy {
+    /// The template's tags equal the wanted tags.
+    #[default]
+    Exact,
+    /// Exactly one template carries every wanted tag (and maybe more).
+    UniqueSubset,
+    /// Of the templates carrying every wanted tag, the one with the fewest others.
+    BestSubset,
+}
+
+/// Choosing a template by its tags.
+#[derive(Debug, Clone, Copy)]
+pub struct Selector<'a> {
+    /// The tags the template must carry.
+    pub tags: &'a [String],
+    /// How they are compared (`None`: [`MatchPolicy::Exact`]).
+    pub policy: Option<MatchPolicy>,
+}
+
 /// Why no template could be chosen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TemplateError {
@@ -31,7 +50,7 @@ pub enum TemplateError {
         /// The normalised `matchTags`, joined with `;`.
         tags: String,
         /// The match policy that was applied.
-        policy: TemplateMatchPolicy,
+        policy: MatchPolicy,
     },
     /// More than one template matches equally well.
     #[error("VM template not found: found {} VM templates with tags \"{tags}\"", .candidates.len())]
@@ -39,7 +58,7 @@ pub enum TemplateError {
         /// The normalised `matchTags`, joined with `;`.
         tags: String,
         /// The match policy that was applied.
-        policy: TemplateMatchPolicy,
+        policy: MatchPolicy,
         /// The equally good templates, sorted by node and VMID.
         candidates: Vec<TemplateRef>,
     },
@@ -63,7 +82,7 @@ pub enum TemplateError {
     EmptyMatchTags,
 }
 
-/// Where the template comes from, as read from a `ProxmoxMachine` spec.
+/// Where the template comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TemplateSource {
     /// A fixed template on a fixed node.
@@ -73,25 +92,16 @@ pub enum TemplateSource {
         /// Normalised (trimmed, lower-cased, sorted, deduplicated) tags the template must carry.
         match_tags: BTreeSet<String>,
         /// How the template's tags are compared with `match_tags`.
-        policy: TemplateMatchPolicy,
+        policy: MatchPolicy,
     },
 }
 
 impl TemplateSource {
-    /// Reads the template source of a spec; `templateID` takes precedence over `templateSelector`.
-    pub fn from_spec(spec: &ProxmoxMachineSpec) -> Result<Self, TemplateError> {
-        Self::new(
-            spec.template_id,
-            spec.source_node.as_deref(),
-            spec.template_selector.as_ref(),
-        )
-    }
-
-    /// Builds the template source from the three spec fields involved.
+    /// Builds the template source: a template VMID (with its node) wins over a selector.
     pub fn new(
         template_id: Option<i32>,
         source_node: Option<&str>,
-        selector: Option<&TemplateSelector>,
+        selector: Option<Selector<'_>>,
     ) -> Result<Self, TemplateError> {
         if let Some(template_id) = template_id {
             let vmid = u32::try_from(template_id)
@@ -108,13 +118,13 @@ impl TemplateSource {
             }));
         }
         let selector = selector.ok_or(TemplateError::NoTemplateSource)?;
-        let match_tags = normalise_tags(selector.match_tags.iter().map(String::as_str));
+        let match_tags = normalise_tags(selector.tags.iter().map(String::as_str));
         if match_tags.is_empty() {
             return Err(TemplateError::EmptyMatchTags);
         }
         Ok(Self::Selector {
             match_tags,
-            policy: selector.match_policy.unwrap_or_default(),
+            policy: selector.policy.unwrap_or_default(),
         })
     }
 
@@ -126,14 +136,6 @@ impl TemplateSource {
             Self::Selector { match_tags, policy } => select_by_tags(match_tags, *policy, resources),
         }
     }
-}
-
-/// Chooses the template for a `ProxmoxMachine` spec (see [`TemplateSource`]).
-pub fn select_template(
-    spec: &ProxmoxMachineSpec,
-    resources: &[ClusterResource],
-) -> Result<TemplateRef, TemplateError> {
-    TemplateSource::from_spec(spec)?.select(resources)
 }
 
 /// Trims, lower-cases and deduplicates tags (each entry may itself hold several tags separated by
@@ -153,7 +155,7 @@ pub fn normalise_tags<'a>(tags: impl IntoIterator<Item = &'a str>) -> BTreeSet<S
 /// `uniqueSubset` keeps all, `bestSubset` keeps those with the minimum surplus; exactly one must remain.
 pub fn select_by_tags(
     match_tags: &BTreeSet<String>,
-    policy: TemplateMatchPolicy,
+    policy: MatchPolicy,
     resources: &[ClusterResource],
 ) -> Result<TemplateRef, TemplateError> {
     let tags = match_tags
@@ -184,9 +186,9 @@ pub fn select_by_tags(
     candidates.sort();
     candidates.dedup();
     let wanted_surplus = match policy {
-        TemplateMatchPolicy::Exact => Some(0),
-        TemplateMatchPolicy::UniqueSubset => None,
-        TemplateMatchPolicy::BestSubset => candidates.first().map(|(surplus, _)| *surplus),
+        MatchPolicy::Exact => Some(0),
+        MatchPolicy::UniqueSubset => None,
+        MatchPolicy::BestSubset => candidates.first().map(|(surplus, _)| *surplus),
     };
     let mut chosen: Vec<TemplateRef> = candidates
         .into_iter()
@@ -234,21 +236,19 @@ mod tests {
         }
     }
 
-    fn selector(tags: &[&str], policy: Option<TemplateMatchPolicy>) -> TemplateSource {
-        let sel = TemplateSelector {
-            match_policy: policy,
-            match_tags: tags.iter().map(|t| (*t).to_owned()).collect(),
-        };
-        TemplateSource::new(None, None, Some(&sel)).unwrap()
+    fn selector(tags: &[&str], policy: Option<MatchPolicy>) -> TemplateSource {
+        let tags: Vec<String> = tags.iter().map(|t| (*t).to_owned()).collect();
+        TemplateSource::new(None, None, Some(Selector { tags: &tags, policy })).unwrap()
     }
 
     #[test]
     fn template_id_wins_over_selector() {
-        let sel = TemplateSelector {
-            match_policy: None,
-            match_tags: vec!["x".into()],
+        let tags = vec!["x".to_owned()];
+        let sel = Selector {
+            tags: &tags,
+            policy: None,
         };
-        let src = TemplateSource::new(Some(104), Some("pve1"), Some(&sel)).unwrap();
+        let src = TemplateSource::new(Some(104), Some("pve1"), Some(sel)).unwrap();
         assert_eq!(src.select(&[]).unwrap(), tref("pve1", 104));
     }
 
@@ -277,41 +277,23 @@ mod tests {
     }
 
     #[test]
-    fn from_spec_reads_fields() {
-        let spec = ProxmoxMachineSpec {
-            template_id: Some(100),
-            source_node: Some("pve2".into()),
-            ..Default::default()
-        };
-        assert_eq!(select_template(&spec, &[]).unwrap(), tref("pve2", 100));
-        let spec = ProxmoxMachineSpec {
-            template_selector: Some(TemplateSelector {
-                match_policy: Some(TemplateMatchPolicy::UniqueSubset),
-                match_tags: vec!["Ubuntu".into()],
-            }),
-            ..Default::default()
-        };
-        let resources = [tpl("pve3", 200, "ubuntu;v1.30")];
-        assert_eq!(select_template(&spec, &resources).unwrap(), tref("pve3", 200));
-    }
-
-    #[test]
     fn match_tags_are_normalised() {
         let src = selector(&[" Template", "capmox", "CAPMOX", "v1.29.2;extra"], None);
         let TemplateSource::Selector { match_tags, policy } = &src else {
             panic!("expected selector");
         };
-        assert_eq!(policy, &TemplateMatchPolicy::Exact);
+        assert_eq!(policy, &MatchPolicy::Exact);
         assert_eq!(
             match_tags.iter().cloned().collect::<Vec<_>>(),
             vec!["capmox", "extra", "template", "v1.29.2"]
         );
-        let sel = TemplateSelector {
-            match_policy: None,
-            match_tags: vec![" ".into(), String::new()],
+        let blank = vec![" ".to_owned(), String::new()];
+        let sel = Selector {
+            tags: &blank,
+            policy: None,
         };
         assert_eq!(
-            TemplateSource::new(None, None, Some(&sel)),
+            TemplateSource::new(None, None, Some(sel)),
             Err(TemplateError::EmptyMatchTags)
         );
     }
@@ -336,7 +318,7 @@ mod tests {
             res("qemu", "pve1", 103, true, Some("")),
             res("qemu", "pve1", 104, true, Some("a")),
         ];
-        let src = selector(&["a"], Some(TemplateMatchPolicy::UniqueSubset));
+        let src = selector(&["a"], Some(MatchPolicy::UniqueSubset));
         assert_eq!(src.select(&resources).unwrap(), tref("pve1", 104));
     }
 
@@ -371,7 +353,7 @@ mod tests {
 
     #[test]
     fn unique_subset_requires_exactly_one_superset() {
-        let src = selector(&["ubuntu"], Some(TemplateMatchPolicy::UniqueSubset));
+        let src = selector(&["ubuntu"], Some(MatchPolicy::UniqueSubset));
         let one = [tpl("pve1", 100, "ubuntu;v1.30"), tpl("pve1", 101, "flatcar")];
         assert_eq!(src.select(&one).unwrap(), tref("pve1", 100));
         let two = [tpl("pve1", 100, "ubuntu;v1.30"), tpl("pve1", 101, "ubuntu")];
@@ -386,7 +368,7 @@ mod tests {
             tpl("pve1", 100, "ubuntu;v1.30;gpu;big"),
             tpl("pve1", 101, "ubuntu;v1.30;gpu"),
         ];
-        let src = selector(&["ubuntu", "v1.30"], Some(TemplateMatchPolicy::BestSubset));
+        let src = selector(&["ubuntu", "v1.30"], Some(MatchPolicy::BestSubset));
         assert_eq!(src.select(&worse_first).unwrap(), tref("pve1", 101));
         let mut better_first = worse_first.clone();
         better_first.reverse();
@@ -400,13 +382,13 @@ mod tests {
             tpl("pve2", 101, "ubuntu;big"),
             tpl("pve3", 102, "ubuntu;big;gpu"),
         ];
-        let src = selector(&["ubuntu"], Some(TemplateMatchPolicy::BestSubset));
+        let src = selector(&["ubuntu"], Some(MatchPolicy::BestSubset));
         let err = src.select(&resources).unwrap_err();
         assert_eq!(
             err,
             TemplateError::Ambiguous {
                 tags: "ubuntu".into(),
-                policy: TemplateMatchPolicy::BestSubset,
+                policy: MatchPolicy::BestSubset,
                 candidates: vec![tref("pve1", 100), tref("pve2", 101)],
             }
         );
@@ -415,7 +397,7 @@ mod tests {
     #[test]
     fn best_subset_prefers_exact_match() {
         let resources = [tpl("pve1", 100, "ubuntu;gpu"), tpl("pve2", 101, "Ubuntu")];
-        let src = selector(&["ubuntu"], Some(TemplateMatchPolicy::BestSubset));
+        let src = selector(&["ubuntu"], Some(MatchPolicy::BestSubset));
         assert_eq!(src.select(&resources).unwrap(), tref("pve2", 101));
     }
 
@@ -431,11 +413,11 @@ mod tests {
             .prop_map(|(node, vmid, template, tags)| res("qemu", node, vmid, template, Some(&tags.join(";"))))
     }
 
-    fn arb_policy() -> impl Strategy<Value = TemplateMatchPolicy> {
+    fn arb_policy() -> impl Strategy<Value = MatchPolicy> {
         prop::sample::select(vec![
-            TemplateMatchPolicy::Exact,
-            TemplateMatchPolicy::UniqueSubset,
-            TemplateMatchPolicy::BestSubset,
+            MatchPolicy::Exact,
+            MatchPolicy::UniqueSubset,
+            MatchPolicy::BestSubset,
         ])
     }
 
@@ -481,7 +463,7 @@ mod tests {
                     })
                 })
                 .collect();
-            let result = select_by_tags(&wanted, TemplateMatchPolicy::BestSubset, &resources);
+            let result = select_by_tags(&wanted, MatchPolicy::BestSubset, &resources);
             match matching.iter().map(|(s, _)| *s).min() {
                 None => prop_assert!(
                     matches!(result, Err(TemplateError::NotFound { .. })),
@@ -503,7 +485,7 @@ mod tests {
                             result,
                             Err(TemplateError::Ambiguous {
                                 tags: match_tags.join(";"),
-                                policy: TemplateMatchPolicy::BestSubset,
+                                policy: MatchPolicy::BestSubset,
                                 candidates: at_min,
                             })
                         );

@@ -1,9 +1,8 @@
-//! Step-by-step tests of the machine state machine: one test per transition, each from facts
-//! as the controller would observe them.
+//! Step-by-step tests of the VM lifecycle's decision: one test per transition, each from facts
+//! as a pass would observe them.
 
 use super::*;
-use crate::ipam::{IpFamily, ResolvedAddress};
-use capmox_api::capi::ipam_claims::IpPoolReference;
+use crate::proxmox::types::VmConfig;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -51,57 +50,25 @@ fn vm(power: Power, cfg: VmConfig) -> VmPresence {
     }))
 }
 
-fn resolved() -> IpFacts {
-    IpFacts::Resolved(vec![ResolvedAddress {
-        net: "net0".into(),
-        device_index: 0,
-        pool_offset: 0,
-        pool: IpPoolReference {
-            api_group: "ipam.cluster.x-k8s.io".into(),
-            kind: "InClusterIPPool".into(),
-            name: "p".into(),
-        },
-        family: IpFamily::V4,
-        address: "10.0.0.5".parse().unwrap(),
-        prefix: 24,
-        gateway: Some("10.0.0.1".into()),
-        is_default_pool: true,
-        ip_address_name: "m1-net0-00-inet".into(),
-        metric: None,
-    }])
+fn resolved() -> AddressFacts {
+    AddressFacts::Ready
 }
 
 fn facts() -> Facts {
     Facts {
         desired: desired(),
-        cluster_infrastructure_ready: true,
-        bootstrap_data_available: true,
         task: None,
         retry_after: None,
         vm: VmPresence::NotReserved,
-        ips: IpFacts::NotChecked,
-        bootstrap_provided: false,
+        addresses: AddressFacts::NotChecked,
+        bootstrap_delivered: false,
         failed_terminally: false,
         provisioned: false,
-        node_joined: false,
+        bootstrap_consumed: false,
         bootstrap_iso_attached: false,
         ha: None,
         ha_applied: None,
     }
-}
-
-#[test]
-fn waits_for_cluster_infrastructure_then_bootstrap_data() {
-    let mut f = facts();
-    f.cluster_infrastructure_ready = false;
-    f.bootstrap_data_available = false;
-    assert_eq!(decide(&f), Step::WaitForClusterInfrastructure);
-    f.cluster_infrastructure_ready = true;
-    assert_eq!(decide(&f), Step::WaitForBootstrapData);
-    assert_eq!(
-        Step::WaitForBootstrapData.reason(),
-        Some(reasons::WAITING_FOR_BOOTSTRAP_DATA_REASON)
-    );
 }
 
 #[test]
@@ -111,7 +78,7 @@ fn reserves_before_cloning_and_clones_only_a_missing_vmid() {
     assert!(!Step::ReserveVm.writes_to_proxmox());
     f.vm = VmPresence::Missing;
     assert_eq!(decide(&f), Step::CloneVm);
-    assert_eq!(Step::CloneVm.reason(), Some(reasons::CLONING_REASON));
+    assert_eq!(Step::CloneVm.phase(), Some(Phase::Cloning));
 }
 
 #[test]
@@ -135,11 +102,11 @@ fn a_vmid_taken_by_another_vm_is_reserved_again_before_boot_and_fatal_after() {
             holder: Some("other".into())
         }
     );
-    f.bootstrap_provided = true;
+    f.bootstrap_delivered = true;
     let Step::Fail(fail) = decide(&f) else {
         panic!("expected failure")
     };
-    assert_eq!(fail.reason, reasons::VM_PROVISION_FAILED_REASON);
+    assert_eq!(fail.reason, Reason::VmFailed);
     assert_eq!(fail.retry_after, None);
 }
 
@@ -149,7 +116,7 @@ fn running_task_is_polled_and_failed_task_is_handled_first() {
     f.vm = VmPresence::Missing;
     f.task = Some(TaskFacts::Running);
     assert_eq!(decide(&f), Step::PollTask);
-    assert_eq!(Step::PollTask.reason(), None, "polling keeps the current reason");
+    assert_eq!(Step::PollTask.phase(), None, "polling keeps the current phase");
     f.task = Some(TaskFacts::Failed {
         kind: "qmclone".into(),
         exitstatus: "clone failed".into(),
@@ -170,8 +137,8 @@ fn shapes_the_stopped_clone_config_first_then_disk() {
     cfg.cores = Some(1);
     f.vm = vm(Power::Stopped, cfg.clone());
     // Options without a MAC or a new disk go out with the bootstrap ISO.
-    assert_eq!(decide(&f), Step::ClaimIpAddresses);
-    f.ips = resolved();
+    assert_eq!(decide(&f), Step::ObtainAddresses);
+    f.addresses = resolved();
     assert_eq!(decide(&f), Step::DeliverBootstrapData);
     let VmPresence::Ours(facts_vm) = &f.vm else {
         unreachable!()
@@ -206,20 +173,20 @@ fn shapes_the_stopped_clone_config_first_then_disk() {
 }
 
 #[test]
-fn ip_allocation_steps() {
+fn address_steps() {
     let mut f = facts();
     f.vm = vm(Power::Stopped, shaped_config());
-    assert_eq!(decide(&f), Step::ClaimIpAddresses);
-    f.ips = IpFacts::ClaimsMissing;
-    assert_eq!(decide(&f), Step::ClaimIpAddresses);
-    f.ips = IpFacts::Pending;
-    assert_eq!(decide(&f), Step::WaitForIpAddresses);
-    f.ips = IpFacts::Conflict("pool mismatch".into());
-    assert_eq!(decide(&f), Step::IpConflict("pool mismatch".into()));
+    assert_eq!(decide(&f), Step::ObtainAddresses);
+    f.addresses = AddressFacts::Missing;
+    assert_eq!(decide(&f), Step::ObtainAddresses);
+    f.addresses = AddressFacts::Pending;
+    assert_eq!(decide(&f), Step::WaitForAddresses);
+    f.addresses = AddressFacts::Conflict("pool mismatch".into());
+    assert_eq!(decide(&f), Step::AddressConflict("pool mismatch".into()));
     let mut cfg = shaped_config();
     cfg.tags.clear();
     f.vm = vm(Power::Stopped, cfg);
-    f.ips = resolved();
+    f.addresses = resolved();
     // The IP tags are written together with the bootstrap ISO.
     assert_eq!(decide(&f), Step::DeliverBootstrapData);
 }
@@ -228,9 +195,9 @@ fn ip_allocation_steps() {
 fn delivers_bootstrap_data_once_shaped_and_addressed_then_powers_on() {
     let mut f = facts();
     f.vm = vm(Power::Stopped, shaped_config());
-    f.ips = resolved();
+    f.addresses = resolved();
     assert_eq!(decide(&f), Step::DeliverBootstrapData);
-    f.bootstrap_provided = true;
+    f.bootstrap_delivered = true;
     assert_eq!(decide(&f), Step::PowerOn);
     f.vm = vm(Power::Paused, shaped_config());
     assert_eq!(decide(&f), Step::Resume);
@@ -242,8 +209,8 @@ fn config_drift_after_bootstrap_is_not_corrected() {
     let mut cfg = shaped_config();
     cfg.cores = Some(16);
     f.vm = vm(Power::Stopped, cfg);
-    f.ips = resolved();
-    f.bootstrap_provided = true;
+    f.addresses = resolved();
+    f.bootstrap_delivered = true;
     assert_eq!(decide(&f), Step::PowerOn);
 }
 
@@ -251,17 +218,17 @@ fn config_drift_after_bootstrap_is_not_corrected() {
 fn running_vm_is_checked_then_provisioned_then_iso_removed_after_join() {
     let mut f = facts();
     f.vm = vm(Power::Running, shaped_config());
-    f.ips = resolved();
-    f.bootstrap_provided = true;
+    f.addresses = resolved();
+    f.bootstrap_delivered = true;
     assert_eq!(decide(&f), Step::CheckGuest);
     f.provisioned = true;
     f.bootstrap_iso_attached = true;
-    assert_eq!(decide(&f), Step::Idle, "ISO stays until the node joined");
-    f.node_joined = true;
+    assert_eq!(decide(&f), Step::Idle, "ISO stays until the data was consumed");
+    f.bootstrap_consumed = true;
     assert_eq!(decide(&f), Step::RemoveBootstrapIso);
     f.bootstrap_iso_attached = false;
     assert_eq!(decide(&f), Step::Idle);
-    assert_eq!(Step::Idle.reason(), Some(reasons::PROVISIONED_REASON));
+    assert_eq!(Step::Idle.phase(), Some(Phase::Provisioned));
 }
 
 #[test]
@@ -269,7 +236,7 @@ fn never_provisioned_without_bootstrap_data_and_power_on() {
     // Even when the template already matches everything, the VM goes through bootstrap and power-on.
     let mut f = facts();
     f.vm = vm(Power::Stopped, shaped_config());
-    f.ips = resolved();
+    f.addresses = resolved();
     assert_eq!(decide(&f), Step::DeliverBootstrapData);
     f.vm = vm(Power::Running, shaped_config());
     assert_eq!(
@@ -280,11 +247,10 @@ fn never_provisioned_without_bootstrap_data_and_power_on() {
 }
 
 #[test]
-fn provisioned_machine_ignores_gates_and_reports_a_vanished_vm() {
+fn provisioned_vm_reports_a_vanished_vm() {
     let mut f = facts();
     f.provisioned = true;
-    f.bootstrap_provided = true;
-    f.cluster_infrastructure_ready = false;
+    f.bootstrap_delivered = true;
     f.vm = vm(Power::Running, shaped_config());
     assert_eq!(decide(&f), Step::Idle);
     f.vm = VmPresence::Missing;
@@ -302,7 +268,6 @@ fn delete_facts() -> DeleteFacts {
         task: None,
         vm: VmPresence::NotReserved,
         bootstrap_iso: None,
-        claims_left: false,
         retry_after: None,
         ha_ours: false,
     }
@@ -321,10 +286,9 @@ fn delete_retries_a_failed_task_only_after_the_delay() {
     assert_eq!(decide_delete(&f), DeleteStep::PollTask);
     f.task = None;
     f.vm = VmPresence::Missing;
-    f.claims_left = true;
     assert_eq!(
         decide_delete(&f),
-        DeleteStep::ReleaseIpAddresses,
+        DeleteStep::Finish,
         "no VM: nothing to hold back"
     );
     f.vm = vm(Power::Running, shaped_config());
@@ -355,9 +319,6 @@ fn delete_stops_then_destroys_then_cleans_up() {
     f.bootstrap_iso = Some(iso.clone());
     assert_eq!(decide_delete(&f), DeleteStep::DeleteIso(iso));
     f.bootstrap_iso = None;
-    f.claims_left = true;
-    assert_eq!(decide_delete(&f), DeleteStep::ReleaseIpAddresses);
-    f.claims_left = false;
     assert_eq!(decide_delete(&f), DeleteStep::Finish);
 }
 
@@ -391,14 +352,14 @@ fn delete_waits_for_locks_and_forgets_failed_tasks() {
 }
 
 #[test]
-fn a_terminal_failure_stays_until_the_machine_is_replaced() {
+fn a_terminal_failure_stays_until_the_owner_is_replaced() {
     let mut f = facts();
     f.vm = vm(Power::Running, shaped_config());
-    f.ips = resolved();
-    f.bootstrap_provided = true;
+    f.addresses = resolved();
+    f.bootstrap_delivered = true;
     f.failed_terminally = true;
     assert_eq!(decide(&f), Step::StayFailed);
-    assert_eq!(Step::StayFailed.reason(), None, "the failure condition is kept");
+    assert_eq!(Step::StayFailed.phase(), None, "the failure is kept");
     f.failed_terminally = false;
     assert_eq!(decide(&f), Step::CheckGuest);
 }
@@ -406,9 +367,9 @@ fn a_terminal_failure_stays_until_the_machine_is_replaced() {
 #[test]
 fn new_data_disks_go_out_with_the_config_and_only_once() {
     let mut f = facts();
-    f.desired.volumes = vec![capmox_api::v1alpha2::AdditionalVolume {
+    f.desired.volumes = vec![super::super::desired::Volume {
         disk: "scsi1".into(),
-        size_gb: 8,
+        size_gib: 8,
         ..Default::default()
     }];
     f.vm = vm(Power::Stopped, shaped_config());
@@ -423,7 +384,7 @@ fn new_data_disks_go_out_with_the_config_and_only_once() {
         crate::proxmox::types::DiskDevice::parse("local-lvm:vm-200-disk-1,size=8G").unwrap(),
     );
     f.vm = vm(Power::Stopped, cfg);
-    assert_eq!(decide(&f), Step::ClaimIpAddresses);
+    assert_eq!(decide(&f), Step::ObtainAddresses);
     // No storage to put it on: a failure that is retried.
     f.desired.boot_disk = None;
     f.vm = vm(Power::Stopped, config(json!({"name": "m1"})));
@@ -434,7 +395,7 @@ fn new_data_disks_go_out_with_the_config_and_only_once() {
     assert!(matches!(
         decide(&f),
         Step::Fail(Failure {
-            reason: reasons::ADDITIONAL_VOLUMES_FAILED_REASON,
+            reason: Reason::VolumesFailed,
             retry_after: Some(_),
             ..
         })
@@ -444,21 +405,21 @@ fn new_data_disks_go_out_with_the_config_and_only_once() {
 #[test]
 fn cpu_and_pci_devices_go_into_the_config_write_and_pcie_needs_q35() {
     let mut f = facts();
-    f.desired.cpu = Some(capmox_api::v1alpha2::CpuSpec {
-        cpu_type: Some("host".into()),
-        flags: None,
+    f.desired.cpu = Some(super::super::devices::Cpu {
+        model: Some("host".into()),
+        flags: Vec::new(),
         numa: Some(true),
     });
-    f.desired.pci_devices = vec![capmox_api::v1alpha2::PciDevice {
+    f.desired.pci_devices = vec![super::super::devices::PciDevice {
         mapping: "gpu".into(),
-        pcie: Some(true),
-        x_vga: None,
+        pcie: true,
+        x_vga: false,
     }];
     f.vm = vm(Power::Stopped, shaped_config());
     assert!(matches!(
         decide(&f),
         Step::Fail(Failure {
-            reason: reasons::PCIE_REQUIRES_Q35_REASON,
+            reason: Reason::PcieNeedsQ35,
             retry_after: Some(_),
             ..
         })
@@ -466,7 +427,7 @@ fn cpu_and_pci_devices_go_into_the_config_write_and_pcie_needs_q35() {
     let mut cfg = shaped_config();
     cfg.raw.insert("machine".into(), json!("q35"));
     f.vm = vm(Power::Stopped, cfg);
-    f.ips = resolved();
+    f.addresses = resolved();
     assert_eq!(decide(&f), Step::DeliverBootstrapData);
     let VmPresence::Ours(facts_vm) = &f.vm else {
         unreachable!()
@@ -480,21 +441,21 @@ fn cpu_and_pci_devices_go_into_the_config_write_and_pcie_needs_q35() {
 #[test]
 fn ha_is_applied_after_the_first_start_and_follows_the_spec() {
     let mut f = facts();
-    f.ha = Some(capmox_api::v1alpha2::HaSpec::default());
-    f.ips = resolved();
+    f.ha = Some(HaWish::default());
+    f.addresses = resolved();
     // Before the first start: nothing to register yet.
     f.vm = vm(Power::Stopped, shaped_config());
-    f.bootstrap_provided = true;
+    f.bootstrap_delivered = true;
     assert_eq!(decide(&f), Step::PowerOn);
     f.vm = vm(Power::Running, shaped_config());
-    let wanted = capmox_api::v1alpha2::HaSpec::default().resource(200);
+    let wanted = HaWish::default().resource(200);
     assert_eq!(decide(&f), Step::ApplyHa(wanted.clone()));
     assert!(Step::ApplyHa(wanted.clone()).writes_to_proxmox());
     f.ha_applied = Some(wanted.clone());
     assert_eq!(decide(&f), Step::CheckGuest);
-    // A provisioned machine follows spec changes and a removed spec.
+    // A provisioned VM follows changes and a removed wish.
     f.provisioned = true;
-    f.ha = Some(capmox_api::v1alpha2::HaSpec {
+    f.ha = Some(HaWish {
         max_restart: Some(3),
         ..Default::default()
     });

@@ -1,20 +1,86 @@
-//! CPU model and PCI passthrough (`spec.cpu`, `spec.pciDevices`): the config options they add to
-//! the pre-boot config write, and which nodes can host a machine's PCI resource mappings. Pure
-//! functions, no I/O.
+//! CPU model and PCI passthrough: the config options they add to the pre-boot config write
+//! (`cpu: <type>[,flags=+a;-b]`, `numa: 1`, `hostpci<n>: mapping=<name>[,pcie=1][,x-vga=1]`), and
+//! which nodes can host a VM's PCI resource mappings. Pure functions, no I/O.
 
 use std::collections::BTreeSet;
 
-use capmox_api::v1alpha2::{CpuSpec, PciDevice, machine_is_q35};
-
 use crate::proxmox::lenient;
 use crate::proxmox::types::{ConfigUpdate, VmConfig};
+
+/// The CPU a VM should have.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cpu {
+    /// CPU type (`host`, `x86-64-v2-AES`, `custom-<name>`; `None`: the template's).
+    pub model: Option<String>,
+    /// Flags to add (`+aes`) or remove (`-pcid`).
+    pub flags: Vec<String>,
+    /// NUMA (`None`: the template's).
+    pub numa: Option<bool>,
+}
+
+impl Cpu {
+    /// The `cpu` option: the type (the template's type when none is given, PVE's default `kvm64`
+    /// when the template has none) with the flags; `None` when neither type nor flags are given.
+    pub fn render(&self, template_cpu: Option<&str>) -> Option<String> {
+        if self.model.is_none() && self.flags.is_empty() {
+            return None;
+        }
+        let model = self.model.clone().or_else(|| {
+            template_cpu.and_then(|c| {
+                c.split(',')
+                    .next()
+                    .map(|t| t.trim_start_matches("cputype=").to_string())
+                    .filter(|t| !t.is_empty() && !t.contains('='))
+            })
+        });
+        let mut out = model.unwrap_or_else(|| "kvm64".to_string());
+        if !self.flags.is_empty() {
+            out.push_str(",flags=");
+            out.push_str(&self.flags.join(";"));
+        }
+        Some(out)
+    }
+}
+
+/// A PCI device passed through by resource mapping.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PciDevice {
+    /// The cluster-wide resource mapping (`/cluster/mapping/pci`).
+    pub mapping: String,
+    /// Attach as PCIe (needs machine type q35).
+    pub pcie: bool,
+    /// Primary GPU (`x-vga=1`).
+    pub x_vga: bool,
+}
+
+impl PciDevice {
+    /// The `hostpci<n>` value.
+    pub fn render(&self) -> String {
+        let mut out = format!("mapping={}", self.mapping);
+        if self.pcie {
+            out.push_str(",pcie=1");
+        }
+        if self.x_vga {
+            out.push_str(",x-vga=1");
+        }
+        out
+    }
+}
+
+/// Whether the `machine` option is a q35 machine type (`q35`, `pc-q35-<version>`, with options).
+pub fn machine_is_q35(machine: Option<&str>) -> bool {
+    machine
+        .and_then(|m| m.split(',').next())
+        .map(|t| t.trim_start_matches("type="))
+        .is_some_and(|t| t == "q35" || t.starts_with("pc-q35-"))
+}
 
 /// The PCIe-without-q35 refusal: PVE would start the VM but the device would sit on a plain PCI
 /// bus, so the spec cannot be what the user meant. The machine type is not changed for the user
 /// (the template's chipset decides the guest's device names and firmware layout).
 pub fn pcie_needs_q35(devices: &[PciDevice], current: &VmConfig) -> Option<String> {
     let machine = current.raw.get("machine").and_then(lenient::value_to_string);
-    (devices.iter().any(|d| d.pcie == Some(true)) && !machine_is_q35(machine.as_deref())).then(|| {
+    (devices.iter().any(|d| d.pcie) && !machine_is_q35(machine.as_deref())).then(|| {
         format!(
             "spec.pciDevices asks for pcie but the template's machine type is {}; PCIe passthrough needs machine type q35 (set machine: q35 on the template or drop pcie)",
             machine.as_deref().unwrap_or("the default i440fx")
@@ -24,7 +90,7 @@ pub fn pcie_needs_q35(devices: &[PciDevice], current: &VmConfig) -> Option<Strin
 
 /// The `cpu`, `numa` and `hostpci<n>` options that differ from `current` (`hostpci<n>` is the
 /// n-th entry of `spec.pciDevices`).
-pub fn device_changes(cpu: Option<&CpuSpec>, devices: &[PciDevice], current: &VmConfig) -> ConfigUpdate {
+pub fn device_changes(cpu: Option<&Cpu>, devices: &[PciDevice], current: &VmConfig) -> ConfigUpdate {
     let raw = |k: &str| current.raw.get(k).and_then(lenient::value_to_string);
     let mut update = ConfigUpdate::new();
     if let Some(cpu) = cpu {
@@ -114,16 +180,16 @@ mod tests {
     fn gpu(pcie: bool) -> PciDevice {
         PciDevice {
             mapping: "gpu".into(),
-            pcie: Some(pcie),
-            x_vga: Some(true),
+            pcie,
+            x_vga: true,
         }
     }
 
     #[test]
     fn renders_cpu_numa_and_hostpci_once() {
-        let cpu = CpuSpec {
-            cpu_type: Some("host".into()),
-            flags: Some(vec!["+aes".into(), "-pcid".into()]),
+        let cpu = Cpu {
+            model: Some("host".into()),
+            flags: vec!["+aes".into(), "-pcid".into()],
             numa: Some(true),
         };
         let devices = [
@@ -203,5 +269,47 @@ mod tests {
                 .unwrap_err()
                 .contains("does not exist")
         );
+    }
+
+    #[test]
+    fn cpu_renders_type_and_flags() {
+        let cpu = Cpu {
+            model: Some("x86-64-v2-AES".into()),
+            flags: vec!["+aes".into(), "-pcid".into()],
+            numa: Some(true),
+        };
+        assert_eq!(
+            cpu.render(None).as_deref(),
+            Some("x86-64-v2-AES,flags=+aes;-pcid")
+        );
+        let flags_only = Cpu {
+            flags: vec!["+aes".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            flags_only.render(Some("host,hidden=1")).as_deref(),
+            Some("host,flags=+aes")
+        );
+        assert_eq!(flags_only.render(None).as_deref(), Some("kvm64,flags=+aes"));
+        let numa_only = Cpu {
+            numa: Some(true),
+            ..Default::default()
+        };
+        assert_eq!(numa_only.render(None), None);
+    }
+
+    #[test]
+    fn pci_renders_mapping_options_and_q35_is_recognised() {
+        assert_eq!(gpu(true).render(), "mapping=gpu,pcie=1,x-vga=1");
+        let d = PciDevice {
+            mapping: "nic".into(),
+            ..Default::default()
+        };
+        assert_eq!(d.render(), "mapping=nic");
+        assert!(machine_is_q35(Some("q35")));
+        assert!(machine_is_q35(Some("pc-q35-8.1,viommu=intel")));
+        assert!(machine_is_q35(Some("type=q35")));
+        assert!(!machine_is_q35(Some("pc-i440fx-8.1")));
+        assert!(!machine_is_q35(None));
     }
 }

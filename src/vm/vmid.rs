@@ -9,9 +9,16 @@
 
 use std::collections::BTreeSet;
 
-use capmox_api::v1alpha2::VmIdRange;
-
 use crate::proxmox::types::ClusterResource;
+
+/// The VMIDs a VM may get (inclusive), as the owner's spec says (validated by [`validate_range`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VmidRange {
+    /// First VMID.
+    pub start: i64,
+    /// Last VMID.
+    pub end: i64,
+}
 
 /// Lowest VMID Proxmox accepts for a guest.
 pub const MIN_VMID: u32 = 100;
@@ -93,7 +100,7 @@ impl Iterator for VmidCandidates {
 }
 
 /// Validates a `vmIDRange` and converts it to VMIDs.
-pub fn validate_range(range: &VmIdRange) -> Result<(u32, u32), VmidError> {
+pub fn validate_range(range: &VmidRange) -> Result<(u32, u32), VmidError> {
     let invalid = || VmidError::InvalidRange {
         start: range.start,
         end: range.end,
@@ -113,7 +120,7 @@ pub fn validate_range(range: &VmIdRange) -> Result<(u32, u32), VmidError> {
 /// (every entry with a VMID counts as existing, templates and containers included).
 /// Fails with [`VmidError::NoFreeVmid`] when nothing in the range is left to try.
 pub fn plan_vmid(
-    range: Option<&VmIdRange>,
+    range: Option<&VmidRange>,
     recorded: impl IntoIterator<Item = i64>,
     resources: &[ClusterResource],
 ) -> Result<VmidChoice, VmidError> {
@@ -154,8 +161,8 @@ mod tests {
         .unwrap()
     }
 
-    fn range(start: i64, end: i64) -> VmIdRange {
-        VmIdRange { start, end }
+    fn range(start: i64, end: i64) -> VmidRange {
+        VmidRange { start, end }
     }
 
     fn candidates(choice: VmidChoice) -> Vec<u32> {

@@ -10,8 +10,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use capmox_api::v1alpha2::ProxmoxMachine;
-use kube::runtime::reflector::ObjectRef;
+use super::owner::Owner;
 
 /// Machines polling their guest at the normal interval.
 pub const SCOUTS: usize = 2;
@@ -71,7 +70,7 @@ pub enum Look {
 #[derive(Debug, Default)]
 struct State {
     /// Waiting machines.
-    waiting: HashMap<ObjectRef<ProxmoxMachine>, Waiter>,
+    waiting: HashMap<Owner, Waiter>,
     /// Learned uptime at which cloud-init is done.
     done_after: Option<Duration>,
     /// `cloud-init status --wait` processes started in guests, by VMID.
@@ -93,7 +92,7 @@ impl Guests {
 
     /// `machine`, whose VM booted at `boot`, still waits for its guest: how long until it looks
     /// again.
-    pub fn next_check(&self, machine: &ObjectRef<ProxmoxMachine>, boot: Instant, poll: Duration) -> Duration {
+    pub fn next_check(&self, machine: &Owner, boot: Instant, poll: Duration) -> Duration {
         // The boot time first seen is kept: estimates from later lists jitter by a second, which
         // would reorder machines that booted together and make more of them scouts.
         let boot = self
@@ -123,14 +122,14 @@ impl Guests {
     }
 
     /// A look at `machine`'s guest found cloud-init still running.
-    pub fn still_running(&self, machine: &ObjectRef<ProxmoxMachine>) {
+    pub fn still_running(&self, machine: &Owner) {
         if let Some(w) = self.lock().waiting.get_mut(machine) {
             w.running_at = Some(Instant::now());
         }
     }
 
     /// `machine` (waiting) looks again in `wait`, whatever its schedule says.
-    pub fn look_again_in(&self, machine: &ObjectRef<ProxmoxMachine>, wait: Duration) -> Duration {
+    pub fn look_again_in(&self, machine: &Owner, wait: Duration) -> Duration {
         if let Some(w) = self.lock().waiting.get_mut(machine) {
             w.due = Some(Instant::now() + wait);
         }
@@ -142,12 +141,7 @@ impl Guests {
     /// looked within the last `poll` are not woken again: when guests finish together, each done
     /// would otherwise wake every waiting machine once more, and a machine would look as often
     /// as others finish.
-    pub fn done(
-        &self,
-        machine: &ObjectRef<ProxmoxMachine>,
-        boot: Instant,
-        poll: Duration,
-    ) -> Vec<ObjectRef<ProxmoxMachine>> {
+    pub fn done(&self, machine: &Owner, boot: Instant, poll: Duration) -> Vec<Owner> {
         let mut s = self.lock();
         let waiter = s.waiting.remove(machine);
         // Cloud-init finished between the last look that found it running and now: the middle
@@ -178,7 +172,7 @@ impl Guests {
     /// were done by its uptime, else it waits to be woken (or for its next check); a waiting
     /// machine looks when it was woken or its next look is due — a pass something else
     /// triggered earlier does not cost a look.
-    pub fn should_look(&self, machine: &ObjectRef<ProxmoxMachine>, boot: Instant, uptime: Duration) -> Look {
+    pub fn should_look(&self, machine: &Owner, boot: Instant, uptime: Duration) -> Look {
         {
             let mut s = self.lock();
             let now = Instant::now();
@@ -203,10 +197,9 @@ impl Guests {
         }
     }
 
-    fn is_scout(&self, machine: &ObjectRef<ProxmoxMachine>) -> bool {
+    fn is_scout(&self, machine: &Owner) -> bool {
         let s = self.lock();
-        let mut order: Vec<(&Instant, &ObjectRef<ProxmoxMachine>)> =
-            s.waiting.iter().map(|(m, w)| (&w.boot, m)).collect();
+        let mut order: Vec<(&Instant, &Owner)> = s.waiting.iter().map(|(m, w)| (&w.boot, m)).collect();
         order.sort_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.name.cmp(&b.1.name)));
         order.iter().take(SCOUTS).any(|(_, m)| *m == machine)
     }
@@ -225,7 +218,7 @@ impl Guests {
     }
 
     /// Stops tracking `machine` (provisioned, failed or deleted).
-    pub fn forget(&self, machine: &ObjectRef<ProxmoxMachine>) {
+    pub fn forget(&self, machine: &Owner) {
         self.lock().waiting.remove(machine);
     }
 
@@ -248,8 +241,8 @@ impl Guests {
 mod tests {
     use super::*;
 
-    fn m(name: &str) -> ObjectRef<ProxmoxMachine> {
-        ObjectRef::new(name).within("ns")
+    fn m(name: &str) -> Owner {
+        Owner::new("ProxmoxMachine", "ns", name)
     }
 
     #[test]

@@ -1,0 +1,199 @@
+//! Looking at a task this process (or an earlier one) recorded: first by its effect — in the
+//! shared list (a clone, stop or destroy), or in a storage listing the caller checked (an ISO
+//! import or deletion) — and only when that does not tell, by asking Proxmox for the task. A task
+//! that ends is learned from ([`super::timing`]) and makes what it changed stale; a start that
+//! ended well is laid over the lists read before it instead ([`super::writes::Writes::started`]).
+
+use std::time::Duration;
+
+use super::watch::Expect;
+use super::writes::WriteKind;
+use super::{Freshness, ProxmoxView, ViewError, lock};
+use crate::proxmox::{ErrorClass, Upid};
+
+/// How much earlier than its first look a start's task may be read (a pass scheduled for the
+/// first look may run a little early).
+const FIRST_LOOK_SLACK: Duration = Duration::from_millis(100);
+
+/// Outcome of a recorded Proxmox task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskFacts {
+    /// Still running.
+    Running,
+    /// Finished with `OK` or `WARNINGS: N`.
+    Succeeded,
+    /// Finished with another exit status.
+    Failed {
+        /// Task type from the UPID (`qmclone`, `qmstart`, …).
+        kind: String,
+        /// The exit status text.
+        exitstatus: String,
+    },
+    /// Proxmox does not know the task (e.g. the node was reinstalled): forget it.
+    Unknown,
+}
+
+/// What a pass knows about the recorded task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskLook {
+    /// The outcome.
+    pub facts: TaskFacts,
+    /// The task's type (`qmclone`, …).
+    pub task_type: String,
+    /// How long it has run.
+    pub age: Duration,
+}
+
+/// Whether a task of this type leaves the VM running when it succeeds.
+fn starts_vm(task_type: &str) -> bool {
+    matches!(task_type, "qmstart" | "qmresume")
+}
+
+/// The VM state that shows a task of this type is over (`None`: only the task can tell).
+///
+/// A start (or resume) is confirmed by its task alone, not by the list: Proxmox may report a
+/// failed start of a VM that runs anyway, which is worth a warning, so its task is read in any
+/// case — and a task that ended well tells that the VM runs.
+pub fn effect_of(task_type: &str) -> Option<Expect> {
+    match task_type {
+        "qmclone" => Some(Expect::CloneDone),
+        "qmstop" | "qmshutdown" => Some(Expect::Stopped),
+        "qmdestroy" => Some(Expect::Gone),
+        _ => None,
+    }
+}
+
+impl ProxmoxView {
+    /// Looks at the task `task_ref` of VM `vmid` (see the module documentation). `effect_seen`
+    /// is what the caller saw in a storage listing for ISO tasks (`None`: not an ISO task). A
+    /// malformed or unknown UPID reads as [`TaskFacts::Unknown`]. Learns the duration of
+    /// finished tasks under `timing_key` (the task type unless the caller knows better).
+    pub async fn look_at_task(
+        &self,
+        task_ref: Option<&str>,
+        vmid: Option<u32>,
+        fresh: Freshness,
+        timing_key: impl Fn(&str) -> String,
+        effect_seen: Option<bool>,
+    ) -> Result<Option<TaskLook>, ViewError> {
+        let Some(raw) = task_ref.filter(|t| !t.is_empty()) else {
+            return Ok(None);
+        };
+        let Ok(upid) = Upid::parse(raw) else {
+            return Ok(Some(TaskLook {
+                facts: TaskFacts::Unknown,
+                task_type: String::new(),
+                age: Duration::ZERO,
+            }));
+        };
+        let age = self.task_age(raw, upid.starttime);
+        let key = timing_key(&upid.task_type);
+        let look = |facts| TaskLook {
+            facts,
+            task_type: upid.task_type.clone(),
+            age,
+        };
+        let mut seen = effect_seen.unwrap_or(false);
+        if !seen && let (Some(expect), Some(vmid)) = (effect_of(&upid.task_type), vmid) {
+            let last = lock(&self.writes).last_vm(vmid);
+            let (_, snap) = self.snapshot(fresh.after(last)).await?;
+            seen = expect.met(snap.vm(vmid));
+        }
+        // A task whose effect can be seen and does not show yet, while it is not overdue, still
+        // runs: its status is asked for only when it is overdue (to notice a failure).
+        let visible = effect_seen.is_some() || effect_of(&upid.task_type).is_some();
+        let overdue = (self.timing.estimate(&key) * 2).min(self.settings.look_max);
+        if !seen && visible && age < overdue {
+            return Ok(Some(look(TaskFacts::Running)));
+        }
+        if seen {
+            let took = self.finished(raw).unwrap_or(age);
+            self.task_done(&key, took);
+            return Ok(Some(look(TaskFacts::Succeeded)));
+        }
+        // A start is read when it should be done (a pass that comes earlier waits without a request).
+        let starts = starts_vm(&upid.task_type);
+        if starts && age + FIRST_LOOK_SLACK < self.timing.first_look(&key).min(self.settings.look_max) {
+            return Ok(Some(look(TaskFacts::Running)));
+        }
+        let facts = self.ask_for_task(raw, &upid, &key, age).await?;
+        if let (TaskFacts::Failed { .. }, Some(vmid)) = (&facts, vmid) {
+            // A failed config task may have applied nothing: the config is read again.
+            self.forget_config(vmid);
+        }
+        // A start of this process that ended well is laid over the lists read before it instead of
+        // reading a new one. (A failed start is looked at in a new list: the VM may run anyway.)
+        let confirmed =
+            starts && facts == TaskFacts::Succeeded && vmid.is_some_and(|v| lock(&self.writes).started(v));
+        if !confirmed
+            && facts != TaskFacts::Running
+            && let Some(vmid) = vmid
+        {
+            // The task ended after the listing was read: later looks need a newer one (not for
+            // tasks no listing shows).
+            let kind = if effect_seen.is_some() {
+                WriteKind::Storage
+            } else {
+                WriteKind::of_task(&upid.task_type)
+            };
+            self.record(vmid, kind);
+        }
+        Ok(Some(look(facts)))
+    }
+
+    /// Asks Proxmox for the task's status (and, for a failure, its cause from the task log).
+    async fn ask_for_task(
+        &self,
+        raw: &str,
+        upid: &Upid,
+        key: &str,
+        age: Duration,
+    ) -> Result<TaskFacts, ViewError> {
+        Ok(match self.client.task_status(upid).await {
+            Ok(s) if !s.is_finished() => TaskFacts::Running,
+            Ok(s) if s.is_success() => {
+                let took = self.finished(raw).unwrap_or(age);
+                self.task_done(key, took);
+                TaskFacts::Succeeded
+            }
+            // A deletion that found the file gone (an interrupted earlier pass deleted it) did its job.
+            Ok(s)
+                if upid.task_type == "imgdel"
+                    && crate::proxmox::error::classify_task_exitstatus(
+                        s.exitstatus.as_deref().unwrap_or_default(),
+                    ) == Some(ErrorClass::NotFound) =>
+            {
+                self.finished(raw);
+                TaskFacts::Succeeded
+            }
+            Ok(s) => {
+                self.finished(raw);
+                let mut exitstatus = s.exitstatus.clone().unwrap_or_else(|| "unknown error".to_owned());
+                // A failed start names its cause only in the task log (an unknown bridge, ...).
+                if let Some(detail) = self.client.task_failure_detail(upid, &exitstatus).await {
+                    exitstatus = format!("{exitstatus} ({detail})");
+                }
+                TaskFacts::Failed {
+                    kind: upid.task_type.clone(),
+                    exitstatus,
+                }
+            }
+            Err(e) if e.is_not_found() => TaskFacts::Unknown,
+            Err(e) => return Err(ViewError::proxmox(format!("reading task {raw}"))(e)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn effects_of_task_types() {
+        assert_eq!(effect_of("qmclone"), Some(Expect::CloneDone));
+        assert_eq!(effect_of("qmstart"), None, "confirmed by its task");
+        assert_eq!(effect_of("qmdestroy"), Some(Expect::Gone));
+        assert_eq!(effect_of("qmconfig"), None);
+        assert_eq!(effect_of("imgcopy"), None);
+    }
+}
