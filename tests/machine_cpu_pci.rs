@@ -1,6 +1,7 @@
 //! Issue 14 item 2 end to end against pve-sim: the CPU model, flags and NUMA (`spec.cpu`,
-//! capmox #899) and PCI passthrough by Proxmox resource mapping (`spec.pciDevices`, capmox #834).
-//! A machine goes create → provisioned with `cpu`/`numa`/`hostpci0` in its VM config, lands on
+//! capmox #899) and PCI passthrough by Proxmox resource mapping (`spec.pciDevices`, capmox #834),
+//! with `spec.onBoot` (issue 22: the option added through the VM lifecycle layer).
+//! A machine goes create → provisioned with `cpu`/`numa`/`hostpci0`/`onboot` in its VM config, lands on
 //! the only node that has its mapping, a mapping no node has gives `PCIMappingUnavailable`, and
 //! deletion leaves nothing. Runs on the in-tree and the real API server.
 
@@ -42,6 +43,7 @@ async fn cpu_and_pci_mapping_place_and_shape_the_vm() {
             "allowedNodes": ["pve1", "pve3", "pve2"],
             "cpu": {"type": "x86-64-v2-AES", "flags": ["+aes", "-pcid"], "numa": true},
             "pciDevices": [{"mapping": "gpu", "pcie": true, "xVga": true}],
+            "onBoot": true,
         }),
     )
     .await;
@@ -68,6 +70,7 @@ async fn cpu_and_pci_mapping_place_and_shape_the_vm() {
         "{config:?}"
     );
     assert_eq!(config.get("numa").map(String::as_str), Some("1"), "{config:?}");
+    assert_eq!(config.get("onboot").map(String::as_str), Some("1"), "{config:?}");
     assert_eq!(
         config.get("hostpci0").map(String::as_str),
         Some("mapping=gpu,pcie=1,x-vga=1"),

@@ -82,6 +82,16 @@ const ALLOWED_ADDITIONS: &[(&str, &str, &str)] = &[
     // capmox-rs: CPU model/flags/NUMA (capmox #899) and PCI passthrough by resource mapping (#834).
     ("ProxmoxMachine v1alpha2", "spec.cpu", "CPU model, flags and NUMA"),
     (
+        "ProxmoxMachine v1alpha2",
+        "spec.onBoot",
+        "start with the Proxmox node",
+    ),
+    (
+        "ProxmoxMachineTemplate v1alpha2",
+        "spec.template.spec.onBoot",
+        "same spec field in the template",
+    ),
+    (
         "ProxmoxMachineTemplate v1alpha2",
         "spec.template.spec.cpu",
         "same spec field in the template",

@@ -158,6 +158,7 @@ pub fn desired_vm(spec: &ProxmoxMachineSpec) -> DesiredVm {
                 x_vga: d.x_vga == Some(true),
             })
             .collect(),
+        on_boot: spec.on_boot,
     }
 }
 

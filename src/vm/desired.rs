@@ -1,6 +1,6 @@
 //! What a VM's config should hold before its first boot, and the difference to what Proxmox
 //! reports: the config options to send (`sockets`, `cores`, `memory`, `description`, `netN`,
-//! `tags`, CPU and PCI devices, new data disks), the boot-disk resize and the tags still
+//! `tags`, `onboot`, CPU and PCI devices, new data disks), the boot-disk resize and the tags still
 //! missing. Pure functions, no I/O; the types are the lifecycle's own (an owner maps its spec to
 //! them).
 
@@ -77,6 +77,8 @@ pub struct DesiredVm {
     pub cpu: Option<Cpu>,
     /// PCI devices by resource mapping, `hostpci<n>` in order.
     pub pci_devices: Vec<PciDevice>,
+    /// Start the VM when its Proxmox node boots (`onboot`; unset: keep the template's).
+    pub on_boot: Option<bool>,
 }
 
 fn nic_matches(want: &DesiredNic, have: &NetDevice) -> bool {
@@ -128,6 +130,16 @@ pub fn config_changes(desired: &DesiredVm, current: &VmConfig) -> ConfigUpdate {
         .filter(|d| current.description.as_ref() != Some(*d))
     {
         update = update.description(d.clone());
+    }
+    if let Some(on) = desired.on_boot {
+        let have = current
+            .raw
+            .get("onboot")
+            .and_then(crate::proxmox::lenient::value_to_bool)
+            .unwrap_or(false);
+        if have != on {
+            update = update.set("onboot", u8::from(on));
+        }
     }
 
     let nic_differs = desired.nics.iter().any(|n| {

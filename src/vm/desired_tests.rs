@@ -166,3 +166,29 @@ fn missing_nic_gets_the_fallback_bridge_and_tags_merge_case_insensitively() {
     assert_eq!(merged_tags(&c, &["c".into()]), vec!["a", "b", "c"]);
     assert_eq!(tags_without(&c, "B"), vec!["A"]);
 }
+
+#[test]
+fn on_boot_is_written_only_when_it_differs() {
+    let d = DesiredVm {
+        on_boot: Some(true),
+        ..Default::default()
+    };
+    assert_eq!(
+        config_changes(&d, &config(json!({}))).params()["onboot"],
+        json!(1)
+    );
+    assert!(config_changes(&d, &config(json!({"onboot": 1}))).is_empty());
+    let off = DesiredVm {
+        on_boot: Some(false),
+        ..Default::default()
+    };
+    assert!(
+        config_changes(&off, &config(json!({}))).is_empty(),
+        "PVE's default is off"
+    );
+    assert_eq!(
+        config_changes(&off, &config(json!({"onboot": "1"}))).params()["onboot"],
+        json!(0)
+    );
+    assert!(config_changes(&DesiredVm::default(), &config(json!({"onboot": 1}))).is_empty());
+}

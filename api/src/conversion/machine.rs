@@ -43,6 +43,7 @@ pub fn spec_up(s: &v1alpha1::ProxmoxMachineSpec) -> v1alpha2::ProxmoxMachineSpec
         network_config_format: None,
         num_cores: s.num_cores,
         num_sockets: s.num_sockets,
+        on_boot: None,
         pci_devices: None,
         pool: s.pool.clone(),
         provider_id: s.provider_id.clone(),
@@ -148,8 +149,8 @@ fn policy_down(p: v1alpha2::TemplateMatchPolicy) -> v1alpha1::TemplateMatchPolic
 }
 
 /// Restores hub-only machine spec data after the v1alpha1 object changed: the network extras,
-/// `cloudInitStorage`, `networkConfigFormat`, `disks.additionalVolumes`, `ha`, `cpu` and `pciDevices` (none of them
-/// exists in v1alpha1).
+/// `cloudInitStorage`, `networkConfigFormat`, `disks.additionalVolumes`, `ha`, `cpu`, `pciDevices` and
+/// `onBoot` (none of them exists in v1alpha1).
 fn restore_hub_spec(hub: &mut v1alpha2::ProxmoxMachineSpec, restored: &v1alpha2::ProxmoxMachineSpec) {
     restore_network(&mut hub.network, &restored.network);
     if hub.cloud_init_storage.is_none() {
@@ -166,6 +167,9 @@ fn restore_hub_spec(hub: &mut v1alpha2::ProxmoxMachineSpec, restored: &v1alpha2:
     }
     if hub.pci_devices.is_none() {
         hub.pci_devices = restored.pci_devices.clone();
+    }
+    if hub.on_boot.is_none() {
+        hub.on_boot = restored.on_boot;
     }
     if let Some(volumes) = restored
         .disks

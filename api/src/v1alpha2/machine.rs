@@ -114,6 +114,11 @@ pub struct ProxmoxMachineSpec {
     #[schemars(range(min = 1))]
     pub num_sockets: Option<i32>,
 
+    /// Start the VM when its Proxmox node boots (Proxmox `onboot`); the template's setting when
+    /// unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_boot: Option<bool>,
+
     /// PCI devices passed through by Proxmox PCI resource mappings (`hostpci<n>`, capmox #834);
     /// the VM is placed only on nodes where every mapping has an entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -286,10 +286,11 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
             opt(hub_ha()),
             opt(hub_cpu()),
             opt(vec(hub_pci_device(), 1..3)),
+            opt(any::<bool>()),
         )
             .boxed()
     } else {
-        Just((None, None, None, None, None, None)).boxed()
+        Just((None, None, None, None, None, None, None)).boxed()
     };
     (
         (
@@ -334,7 +335,15 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
                 (num_cores, num_sockets, pool, provider_id),
                 (snap_name, source_node, storage, tags, template_id, template_selector, virtual_machine_id),
                 range,
-                (cloud_init_storage, network_config_format, additional_volumes, ha, cpu, pci_devices),
+                (
+                    cloud_init_storage,
+                    network_config_format,
+                    additional_volumes,
+                    ha,
+                    cpu,
+                    pci_devices,
+                    on_boot,
+                ),
             )| h::ProxmoxMachineSpec {
                 allowed_nodes,
                 checks: checks.map(|(a, b)| h::ProxmoxMachineChecks {
@@ -362,6 +371,7 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
                 network_config_format,
                 num_cores,
                 num_sockets,
+                on_boot,
                 pci_devices,
                 pool,
                 provider_id,
