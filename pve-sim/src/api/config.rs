@@ -11,6 +11,7 @@ use crate::propstr::{self, check_config_value, is_config_key};
 use crate::state::{Cluster, Vm};
 use crate::tasks::{self, TaskSpec};
 use crate::validate::{Rule, check_rule};
+use crate::version::PveVersion;
 
 /// `Configuration file 'nodes/<node>/qemu-server/<vmid>.conf' does not exist`.
 pub fn conf_missing(node: &str, vmid: u32) -> ApiError {
@@ -36,7 +37,11 @@ const CONTROL: &[&str] = &[
     "background_delay",
 ];
 
-pub(crate) fn validate_config(p: &mut Map<String, Value>, asynchronous: bool) -> Result<(), ApiError> {
+pub(crate) fn validate_config(
+    p: &mut Map<String, Value>,
+    asynchronous: bool,
+    version: PveVersion,
+) -> Result<(), ApiError> {
     let mut errors = BTreeMap::new();
     for (k, v) in p.iter() {
         let res = match k.as_str() {
@@ -50,13 +55,13 @@ pub(crate) fn validate_config(p: &mut Map<String, Value>, asynchronous: bool) ->
                 match list
                     .split([',', ';', ' '])
                     .filter(|x| !x.is_empty())
-                    .find(|x| !is_config_key(x))
+                    .find(|x| !is_config_key(x, version))
                 {
                     Some(bad) => Err(format!("unknown option '{bad}'")),
                     None => Ok(()),
                 }
             }
-            key if is_config_key(key) && key != "lock" => {
+            key if is_config_key(key, version) && key != "lock" => {
                 let text = match v {
                     Value::Bool(b) => {
                         if *b {
@@ -67,7 +72,7 @@ pub(crate) fn validate_config(p: &mut Map<String, Value>, asynchronous: bool) ->
                     }
                     other => value_text(other),
                 };
-                check_config_value(key, &text)
+                check_config_value(key, &text, version)
             }
             _ => Err(
                 "property is not defined in schema and the schema does not allow additional properties"
@@ -100,13 +105,13 @@ pub(crate) fn validate_config(p: &mut Map<String, Value>, asynchronous: bool) ->
 }
 
 /// Validator for `POST .../config`.
-pub fn validate_config_async(p: &mut Map<String, Value>) -> Result<(), ApiError> {
-    validate_config(p, true)
+pub fn validate_config_async(p: &mut Map<String, Value>, v: PveVersion) -> Result<(), ApiError> {
+    validate_config(p, true, v)
 }
 
 /// Validator for `PUT .../config`.
-pub fn validate_config_sync(p: &mut Map<String, Value>) -> Result<(), ApiError> {
-    validate_config(p, false)
+pub fn validate_config_sync(p: &mut Map<String, Value>, v: PveVersion) -> Result<(), ApiError> {
+    validate_config(p, false, v)
 }
 
 /// `GET .../config`.
@@ -469,6 +474,11 @@ fn prepare(ctx: &Ctx, p: &Params) -> Result<Update, ApiError> {
         ));
     }
     ctx.state.with(|c| {
+        let current = c
+            .vm_on(&node, vmid)
+            .map(|vm| vm.config.clone())
+            .unwrap_or_default();
+        crate::access::vmconfig::check_update(c, &ctx.user, vmid, &current, &changes, &deletes)?;
         let vm = c.vm_on(&node, vmid).ok_or_else(|| conf_missing(&node, vmid))?;
         if let Some(d) = p.str("digest")
             && d != vm.digest()
