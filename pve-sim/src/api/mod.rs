@@ -20,7 +20,7 @@ use crate::error::ApiError;
 use crate::params::Params;
 use crate::state::SimState;
 use crate::version::PveVersion;
-pub use routes::route;
+pub use routes::{ENDPOINT_KEYS, route, serves};
 
 /// What a handler sees besides its parameters.
 pub struct Ctx {

@@ -4,6 +4,77 @@ use super::specs::*;
 use super::{Route, agent, cluster, config, create, ha, ha_rules, mk, nodes, power, qemu, snapshot, storage};
 use crate::version::PveVersion;
 
+/// Every endpoint key pve-sim serves (the `/cluster/ha/rules` ones only on 9.x).
+pub const ENDPOINT_KEYS: &[&str] = &[
+    "DELETE /cluster/ha/groups/{group}",
+    "DELETE /cluster/ha/resources/{sid}",
+    "DELETE /cluster/ha/rules/{rule}",
+    "DELETE /nodes/{node}/qemu/{vmid}",
+    "DELETE /nodes/{node}/qemu/{vmid}/snapshot/{snapname}",
+    "DELETE /nodes/{node}/storage/{storage}/content/{volume}",
+    "DELETE /nodes/{node}/tasks/{upid}",
+    "GET /cluster/ha/groups",
+    "GET /cluster/ha/groups/{group}",
+    "GET /cluster/ha/resources",
+    "GET /cluster/ha/resources/{sid}",
+    "GET /cluster/ha/rules",
+    "GET /cluster/ha/rules/{rule}",
+    "GET /cluster/mapping/pci",
+    "GET /cluster/nextid",
+    "GET /cluster/resources",
+    "GET /cluster/status",
+    "GET /nodes",
+    "GET /nodes/{node}/lxc",
+    "GET /nodes/{node}/qemu",
+    "GET /nodes/{node}/qemu/{vmid}/agent/exec-status",
+    "GET /nodes/{node}/qemu/{vmid}/agent/get-host-name",
+    "GET /nodes/{node}/qemu/{vmid}/agent/get-osinfo",
+    "GET /nodes/{node}/qemu/{vmid}/agent/network-get-interfaces",
+    "GET /nodes/{node}/qemu/{vmid}/config",
+    "GET /nodes/{node}/qemu/{vmid}/pending",
+    "GET /nodes/{node}/qemu/{vmid}/snapshot",
+    "GET /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/config",
+    "GET /nodes/{node}/qemu/{vmid}/status/current",
+    "GET /nodes/{node}/status",
+    "GET /nodes/{node}/storage",
+    "GET /nodes/{node}/storage/{storage}/content",
+    "GET /nodes/{node}/storage/{storage}/content/{volume}",
+    "GET /nodes/{node}/storage/{storage}/status",
+    "GET /nodes/{node}/tasks",
+    "GET /nodes/{node}/tasks/{upid}/log",
+    "GET /nodes/{node}/tasks/{upid}/status",
+    "GET /version",
+    "POST /access/ticket",
+    "POST /cluster/ha/groups",
+    "POST /cluster/ha/resources",
+    "POST /cluster/ha/rules",
+    "POST /nodes/{node}/qemu",
+    "POST /nodes/{node}/qemu/{vmid}/agent/exec",
+    "POST /nodes/{node}/qemu/{vmid}/agent/ping",
+    "POST /nodes/{node}/qemu/{vmid}/clone",
+    "POST /nodes/{node}/qemu/{vmid}/config",
+    "POST /nodes/{node}/qemu/{vmid}/snapshot",
+    "POST /nodes/{node}/qemu/{vmid}/status/reboot",
+    "POST /nodes/{node}/qemu/{vmid}/status/reset",
+    "POST /nodes/{node}/qemu/{vmid}/status/resume",
+    "POST /nodes/{node}/qemu/{vmid}/status/shutdown",
+    "POST /nodes/{node}/qemu/{vmid}/status/start",
+    "POST /nodes/{node}/qemu/{vmid}/status/stop",
+    "POST /nodes/{node}/qemu/{vmid}/status/suspend",
+    "POST /nodes/{node}/qemu/{vmid}/template",
+    "POST /nodes/{node}/storage/{storage}/upload",
+    "PUT /cluster/ha/groups/{group}",
+    "PUT /cluster/ha/resources/{sid}",
+    "PUT /cluster/ha/rules/{rule}",
+    "PUT /nodes/{node}/qemu/{vmid}/config",
+    "PUT /nodes/{node}/qemu/{vmid}/resize",
+];
+
+/// Whether `version` serves the endpoint `key`.
+pub fn serves(key: &str, version: PveVersion) -> bool {
+    ENDPOINT_KEYS.contains(&key) && (version.is_9() || !key.contains("/cluster/ha/rules"))
+}
+
 /// Routes `/cluster/ha/...` (rules only exist on 9.x).
 fn ha_route(method: &str, segs: &[&str], version: PveVersion) -> Option<Route> {
     let s = |v: &str| v.to_string();
@@ -339,5 +410,32 @@ fn vm_route(method: &str, node: &str, vmid: &str, rest: &[&str]) -> Option<Route
         ),
         ("POST", ["agent", "ping"]) => mk("POST /nodes/{node}/qemu/{vmid}/agent/ping", ag::ping, v_vm, pp()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_key_routes_to_itself() {
+        for key in ENDPOINT_KEYS {
+            let (method, path) = key.split_once(' ').unwrap_or_default();
+            let segs: Vec<&str> = path
+                .split('/')
+                .filter(|s| !s.is_empty())
+                .map(|s| match s {
+                    "{node}" => "pve1",
+                    "{vmid}" | "{newid}" => "100",
+                    "{storage}" => "local",
+                    "{volume}" => "local:iso/x.iso",
+                    "{sid}" => "vm:100",
+                    s if s.starts_with('{') => "x",
+                    s => s,
+                })
+                .collect();
+            let r = route(method, &segs, PveVersion::V9_1);
+            assert_eq!(r.map(|r| r.key), Some(*key), "{key}");
+        }
     }
 }

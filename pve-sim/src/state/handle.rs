@@ -273,6 +273,12 @@ impl SimState {
         });
     }
 
+    /// Stops (or resumes) the nodes' own status cache refreshes: while frozen, only
+    /// [`SimState::refresh_status_cache`] and [`SimState::refresh_node_status`] refresh it.
+    pub fn freeze_status_cache(&self, frozen: bool) {
+        self.with(|c| c.statcache.frozen = frozen);
+    }
+
     /// Makes one node's pvestatd refresh its part of the status cache now.
     pub fn refresh_node_status(&self, node: &str) {
         self.with(|c| c.refresh_status(node));

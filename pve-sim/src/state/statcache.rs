@@ -73,6 +73,8 @@ pub struct StatusCache {
     pub nodes: BTreeMap<String, NodeCache>,
     /// When the ticks are counted from.
     pub epoch: Instant,
+    /// Tests: no refresh on its own, only through [`SimState::refresh_status_cache`].
+    pub frozen: bool,
 }
 
 impl Default for StatusCache {
@@ -80,6 +82,7 @@ impl Default for StatusCache {
         Self {
             nodes: BTreeMap::new(),
             epoch: Instant::now(),
+            frozen: false,
         }
     }
 }
@@ -117,6 +120,9 @@ impl Cluster {
     /// Refreshes every online node whose tick has passed; returns when the next tick is due.
     pub fn status_cache_tick(&mut self) -> Option<Instant> {
         let period = self.latency.status_cache()?;
+        if self.statcache.frozen {
+            return None;
+        }
         let now = Instant::now();
         let nodes: Vec<(String, bool)> = self.nodes.values().map(|n| (n.name.clone(), n.online)).collect();
         let mut next: Option<Instant> = None;
