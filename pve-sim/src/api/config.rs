@@ -4,14 +4,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
+use super::specs::CONTROL;
 use super::{Ctx, HandlerResult, Reply, check_node};
 use crate::error::ApiError;
 use crate::params::{Params, value_text};
-use crate::propstr::{self, check_config_value, is_config_key};
+use crate::propstr;
 use crate::state::{Cluster, Vm};
 use crate::tasks::{self, TaskSpec};
-use crate::validate::{Rule, check_rule};
-use crate::version::PveVersion;
 
 /// `Configuration file 'nodes/<node>/qemu-server/<vmid>.conf' does not exist`.
 pub fn conf_missing(node: &str, vmid: u32) -> ApiError {
@@ -23,95 +22,6 @@ pub fn conf_missing(node: &str, vmid: u32) -> ApiError {
 /// `unable to find configuration file for VM <vmid> on node '<node>'`.
 pub fn find_missing(node: &str, vmid: u32) -> String {
     format!("unable to find configuration file for VM {vmid} on node '{node}'")
-}
-
-/// Parameters of config updates that are not config keys.
-const CONTROL: &[&str] = &[
-    "node",
-    "vmid",
-    "delete",
-    "revert",
-    "digest",
-    "force",
-    "skiplock",
-    "background_delay",
-];
-
-pub(crate) fn validate_config(
-    p: &mut Map<String, Value>,
-    asynchronous: bool,
-    version: PveVersion,
-) -> Result<(), ApiError> {
-    let mut errors = BTreeMap::new();
-    for (k, v) in p.iter() {
-        let res = match k.as_str() {
-            "node" => check_rule(Rule::Node, v),
-            "vmid" => check_rule(Rule::VmId, v),
-            "digest" => check_rule(Rule::Str(Some(40)), v),
-            "force" | "skiplock" => check_rule(Rule::Bool, v),
-            "background_delay" if asynchronous => check_rule(Rule::Int(Some(1), Some(30)), v),
-            "delete" | "revert" => {
-                let list = value_text(v);
-                match list
-                    .split([',', ';', ' '])
-                    .filter(|x| !x.is_empty())
-                    .find(|x| !is_config_key(x, version))
-                {
-                    Some(bad) => Err(format!("unknown option '{bad}'")),
-                    None => Ok(()),
-                }
-            }
-            key if is_config_key(key, version) && key != "lock" => {
-                let text = match v {
-                    Value::Bool(b) => {
-                        if *b {
-                            "1".to_string()
-                        } else {
-                            "0".to_string()
-                        }
-                    }
-                    other => value_text(other),
-                };
-                check_config_value(key, &text, version)
-            }
-            _ => Err(
-                "property is not defined in schema and the schema does not allow additional properties"
-                    .into(),
-            ),
-        };
-        if let Err(msg) = res {
-            errors.insert(k.clone(), msg);
-        }
-    }
-    for required in ["node", "vmid"] {
-        if !p.contains_key(required) {
-            errors.insert(
-                required.into(),
-                "property is missing and it is not optional".into(),
-            );
-        }
-    }
-    if p.contains_key("force") && !p.contains_key("delete") {
-        errors.insert(
-            "force".into(),
-            "missing property - 'delete' is required by 'force'".into(),
-        );
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::params(errors))
-    }
-}
-
-/// Validator for `POST .../config`.
-pub fn validate_config_async(p: &mut Map<String, Value>, v: PveVersion) -> Result<(), ApiError> {
-    validate_config(p, true, v)
-}
-
-/// Validator for `PUT .../config`.
-pub fn validate_config_sync(p: &mut Map<String, Value>, v: PveVersion) -> Result<(), ApiError> {
-    validate_config(p, false, v)
 }
 
 /// `GET .../config`.

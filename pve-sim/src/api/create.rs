@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::config::{normalise, validate_config};
+use super::config::normalise;
+use super::specs::validate_config;
 use super::{Ctx, HandlerResult, Reply, check_node};
 use crate::error::ApiError;
 use crate::params::{Params, value_text};

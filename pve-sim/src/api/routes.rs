@@ -275,13 +275,13 @@ fn vm_route(method: &str, node: &str, vmid: &str, rest: &[&str]) -> Option<Route
         ("POST", ["config"]) => mk(
             "POST /nodes/{node}/qemu/{vmid}/config",
             config::config_post,
-            config::validate_config_async,
+            validate_config_async,
             pp(),
         ),
         ("PUT", ["config"]) => mk(
             "PUT /nodes/{node}/qemu/{vmid}/config",
             config::config_put,
-            config::validate_config_sync,
+            validate_config_sync,
             pp(),
         ),
         ("GET", ["pending"]) => mk(
