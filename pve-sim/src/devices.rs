@@ -107,92 +107,56 @@ const VM_CPU_FLAGS: &[&str] = &[
 ];
 
 fn sub_err(key: &str, sub: &str, msg: &str) -> String {
-    format!("invalid format - format error\n{key}.{sub}: {msg}")
+    format!("invalid format - format error\n{key}.{sub}: {msg}\n")
 }
 
-/// Checks a `cpu` value: `[cputype=]<model>[,flags=+a;-b][,hidden=..][,hv-vendor-id=..][,phys-bits=..][,reported-model=..]`.
-pub fn check_cpu(value: &str) -> Result<(), String> {
-    let props = parse(value, Some("cputype"))?;
-    for (k, v) in &props {
-        match k.as_str() {
-            "cputype" => {
-                let custom = v.strip_prefix("custom-").is_some_and(|n| {
-                    crate::validate::check_rule(crate::validate::Rule::ConfigId, &serde_json::json!(n))
-                        .is_ok()
-                });
-                if !custom && !CPU_MODELS.contains(&v.as_str()) {
-                    return Err(sub_err(
-                        "cpu",
-                        "cputype",
-                        &format!("Built-in cputype '{v}' is not defined (missing 'custom-' prefix?)"),
-                    ));
-                }
-            }
-            "flags" => {
-                let ok = !v.is_empty()
-                    && v.split(';').all(|f| {
-                        f.strip_prefix(['+', '-'])
-                            .is_some_and(|name| VM_CPU_FLAGS.contains(&name))
-                    });
-                if !ok {
-                    return Err(sub_err("cpu", "flags", "value does not match the regex pattern"));
-                }
-            }
-            "hidden" => {
-                if v != "0" && v != "1" {
-                    return Err(sub_err(
-                        "cpu",
-                        "hidden",
-                        &format!("type check ('boolean') failed - got '{v}'"),
-                    ));
-                }
-            }
-            "hv-vendor-id" | "phys-bits" | "reported-model" => {}
-            other => {
-                return Err(sub_err(
-                    "cpu",
-                    other,
-                    "property is not defined in schema and the schema does not allow additional properties",
-                ));
-            }
-        }
-    }
-    if get(&props, "cputype").is_none() {
+/// `validate_vm_cpu_conf` on a parsed `cpu` value: a known (or `custom-<id>`) model, VM flags.
+pub fn check_cpu(props: &crate::formats::Parsed) -> Result<(), String> {
+    let Some(v) = props.get("cputype") else {
         return Err(sub_err(
             "cpu",
             "cputype",
             "property is missing and it is not optional",
         ));
+    };
+    let custom = v
+        .strip_prefix("custom-")
+        .is_some_and(|n| crate::formats::pattern_matches(r"[a-zA-Z][a-zA-Z0-9_\-]*", n));
+    if !custom && !CPU_MODELS.contains(&v.as_str()) {
+        return Err(sub_err(
+            "cpu",
+            "cputype",
+            &format!("Built-in cputype '{v}' is not defined (missing 'custom-' prefix?)"),
+        ));
+    }
+    if let Some(flags) = props.get("flags") {
+        let ok = !flags.is_empty()
+            && flags.split(';').all(|f| {
+                f.strip_prefix(['+', '-'])
+                    .is_some_and(|name| VM_CPU_FLAGS.contains(&name))
+            });
+        if !ok {
+            return Err(sub_err("cpu", "flags", "value does not match the regex pattern"));
+        }
+    }
+    if let Some(m) = props.get("reported-model")
+        && !CPU_MODELS.contains(&m.as_str())
+    {
+        return Err(sub_err(
+            "cpu",
+            "reported-model",
+            &format!(
+                "value '{m}' does not have a value in the enumeration '{}'",
+                CPU_MODELS.join(", ")
+            ),
+        ));
     }
     Ok(())
 }
 
-/// Checks a `hostpci[n]` value: exactly one of `host` / `mapping`, known options, booleans.
-pub fn check_hostpci(key: &str, value: &str) -> Result<(), String> {
-    let props = parse(value, Some("host"))?;
-    for (k, v) in &props {
-        match k.as_str() {
-            "host" | "mapping" | "mdev" | "romfile" | "device-id" | "vendor-id" | "sub-device-id"
-            | "sub-vendor-id" => {}
-            "pcie" | "x-vga" | "rombar" | "legacy-igd" => {
-                if v != "0" && v != "1" {
-                    return Err(sub_err(
-                        key,
-                        k,
-                        &format!("type check ('boolean') failed - got '{v}'"),
-                    ));
-                }
-            }
-            other => {
-                return Err(sub_err(
-                    key,
-                    other,
-                    "property is not defined in schema and the schema does not allow additional properties",
-                ));
-            }
-        }
-    }
-    match (get(&props, "host"), get(&props, "mapping")) {
+/// Checks a parsed `hostpci[n]` value: exactly one of `host` / `mapping`.
+pub fn check_hostpci(key: &str, props: &crate::formats::Parsed) -> Result<(), String> {
+    match (props.get("host"), props.get("mapping")) {
         (None, None) => Err(format!("{key}: either 'host' or 'mapping' must be set.")),
         (Some(_), Some(_)) => Err(format!(
             "{key}: 'host' and 'mapping' cannot be set at the same time"
@@ -235,32 +199,38 @@ pub fn missing_on_node(
 mod tests {
     use super::*;
 
+    fn cpu(v: &str) -> Result<(), String> {
+        crate::config_keys::check_config_value("cpu", v, crate::version::PveVersion::V8_4)
+    }
+
+    fn hostpci(v: &str) -> Result<(), String> {
+        crate::config_keys::check_config_value("hostpci0", v, crate::version::PveVersion::V8_4)
+    }
+
     #[test]
     fn cpu_values() {
-        assert!(check_cpu("host").is_ok());
-        assert!(check_cpu("cputype=x86-64-v2-AES,flags=+aes;-pcid").is_ok());
-        assert!(check_cpu("custom-mine,hidden=1").is_ok());
-        assert!(
-            check_cpu("nosuch")
-                .unwrap_err()
-                .contains("missing 'custom-' prefix")
-        );
-        assert!(check_cpu("host,flags=+avx512").unwrap_err().contains("cpu.flags"));
-        assert!(check_cpu("host,flags=aes").is_err());
-        assert!(check_cpu("host,bogus=1").is_err());
+        assert!(cpu("host").is_ok());
+        assert!(cpu("cputype=x86-64-v2-AES,flags=+aes;-pcid").is_ok());
+        assert!(cpu("custom-mine,hidden=1").is_ok());
+        assert!(cpu("nosuch").unwrap_err().contains("missing 'custom-' prefix"));
+        assert!(cpu("host,flags=+avx512").unwrap_err().contains("cpu.flags"));
+        assert!(cpu("host,flags=aes").is_err());
+        assert!(cpu("host,bogus=1").is_err());
     }
 
     #[test]
     fn hostpci_values() {
-        assert!(check_hostpci("hostpci0", "mapping=gpu,pcie=1,x-vga=1").is_ok());
-        assert!(check_hostpci("hostpci0", "0000:01:00.0").is_ok());
+        assert!(hostpci("mapping=gpu,pcie=1,x-vga=1").is_ok());
+        assert!(hostpci("0000:01:00.0").is_ok());
         assert!(
-            check_hostpci("hostpci0", "pcie=1")
+            hostpci("pcie=1")
                 .unwrap_err()
                 .contains("either 'host' or 'mapping'")
         );
-        assert!(check_hostpci("hostpci0", "0000:01:00.0,mapping=gpu").is_err());
-        assert!(check_hostpci("hostpci0", "mapping=gpu,pcie=yes").is_err());
+        assert!(hostpci("0000:01:00.0,mapping=gpu").is_err());
+        // `parse_boolean` takes yes/no/on/off/true/false in property strings.
+        assert!(hostpci("mapping=gpu,pcie=yes").is_ok());
+        assert!(hostpci("mapping=gpu,pcie=maybe").is_err());
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! pve-sim: a faithful Proxmox VE 8.4 API simulator for development, tests, demos and load tests.
+//! pve-sim: a faithful Proxmox VE API simulator (8.4 by default, or 9.1) for development, tests,
+//! demos and load tests.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), pve_sim::SimError> {
@@ -8,25 +9,32 @@
 //! # Ok(()) }
 //! ```
 
+pub mod access;
 pub mod api;
 pub mod auth;
+pub mod config_keys;
 pub mod devices;
 pub mod error;
+pub mod formats;
 pub mod iso;
 pub mod multipart;
 pub mod params;
 pub mod propstr;
 pub mod redact;
 pub mod scenario;
+pub mod schema;
 pub mod server;
 pub mod state;
 pub mod tasks;
 pub mod tls;
 pub mod validate;
+pub mod version;
 
 pub use error::ApiError;
 pub use scenario::{
-    CloudInitResult, DhcpSpec, EndpointFault, FaultSpec, GuestSpec, LatencySpec, Profile, Scenario,
+    AclSpec, CloudInitResult, DhcpSpec, EndpointFault, FaultSpec, GuestSpec, HaGroupSpec, LatencySpec,
+    Profile, Scenario,
 };
 pub use server::{SimConfig, SimError, SimServer};
 pub use state::{Cluster, HaResource, Leftovers, PowerState, SimState, VmView, VolumeRef};
+pub use version::PveVersion;

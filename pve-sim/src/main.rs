@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
-use pve_sim::{Profile, Scenario, SimConfig, SimServer};
+use pve_sim::{Profile, PveVersion, Scenario, SimConfig, SimServer};
 
 /// A faithful Proxmox VE API simulator.
 #[derive(Debug, Parser)]
@@ -19,6 +19,9 @@ struct Args {
     /// Serve plain HTTP instead of HTTPS.
     #[arg(long)]
     http: bool,
+    /// Proxmox VE release to play (overrides the scenario's `version`).
+    #[arg(long, value_parser = ["8.4", "9.1"])]
+    pve_version: Option<String>,
     /// Latency profile (overrides the scenario's).
     #[arg(long, value_parser = ["instant", "realistic"])]
     profile: Option<String>,
@@ -63,13 +66,20 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         bind: args.listen,
         request_log: args.request_log.clone(),
         seed: args.seed,
+        pve_version: args
+            .pve_version
+            .as_deref()
+            .map(str::parse::<PveVersion>)
+            .transpose()?,
     };
     let sim = SimServer::start(config).await?;
     if let (Some(path), Some(pem)) = (&args.ca_out, sim.ca_pem()) {
         std::fs::write(path, pem)?;
     }
     let insecure = if args.http { "" } else { "-k " };
+    let version = sim.state().with(|c| c.version);
     println!("pve-sim listening on {}", sim.url());
+    println!("Proxmox VE:   {version}");
     println!("API base:     {}/api2/json", sim.url());
     println!("token id:     {}", sim.token_id());
     println!("token secret: {}", sim.token_secret());

@@ -7,7 +7,9 @@ use regex::Regex;
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::formats::Avail;
 use crate::params::{as_bool, as_int, value_text};
+use crate::version::PveVersion;
 
 /// The type rule of one parameter.
 #[derive(Debug, Clone, Copy)]
@@ -32,6 +34,14 @@ pub enum Rule {
     DnsName,
     /// An array of strings.
     Array,
+    /// `pve-ha-resource-or-vm-id` (`vm:100` or `100`).
+    HaSid,
+    /// `pve-ha-resource-id-list` (`vm:100,ct:101`).
+    HaSidList,
+    /// `pve-ha-node-list` (`node[:prio],...`).
+    HaNodeList,
+    /// `pve-configid-list`.
+    ConfigIdList,
     /// Anything (validated by the handler).
     Any,
 }
@@ -45,6 +55,8 @@ pub struct ParamSpec {
     pub rule: Rule,
     /// Whether it may be omitted.
     pub optional: bool,
+    /// The versions that have it.
+    pub avail: Avail,
 }
 
 /// Shorthand for a required parameter.
@@ -53,6 +65,7 @@ pub const fn req(name: &'static str, rule: Rule) -> ParamSpec {
         name,
         rule,
         optional: false,
+        avail: Avail::Both,
     }
 }
 
@@ -62,6 +75,17 @@ pub const fn opt(name: &'static str, rule: Rule) -> ParamSpec {
         name,
         rule,
         optional: true,
+        avail: Avail::Both,
+    }
+}
+
+/// An optional parameter only 9.x has.
+pub const fn opt9(name: &'static str, rule: Rule) -> ParamSpec {
+    ParamSpec {
+        name,
+        rule,
+        optional: true,
+        avail: Avail::Since91,
     }
 }
 
@@ -136,7 +160,7 @@ pub fn check_rule(rule: Rule, v: &Value) -> Result<(), String> {
             if matches(&NODE, &text) {
                 Ok(())
             } else {
-                Err("invalid format - value does not look like a valid node name".into())
+                Err("invalid format - value does not look like a valid node name\n".into())
             }
         }
         Rule::StorageId => {
@@ -144,7 +168,7 @@ pub fn check_rule(rule: Rule, v: &Value) -> Result<(), String> {
                 Ok(())
             } else {
                 Err(format!(
-                    "invalid format - storage ID '{text}' contains illegal characters"
+                    "invalid format - storage ID '{text}' contains illegal characters\n"
                 ))
             }
         }
@@ -152,16 +176,53 @@ pub fn check_rule(rule: Rule, v: &Value) -> Result<(), String> {
             if matches(&CONFIGID, &text) {
                 Ok(())
             } else {
-                Err(format!("invalid format - invalid configuration ID '{text}'"))
+                Err(format!("invalid format - invalid configuration ID '{text}'\n"))
             }
         }
+        Rule::ConfigIdList => match text
+            .split([',', ';', ' ', '\0'])
+            .filter(|x| !x.is_empty())
+            .find(|x| !matches(&CONFIGID, x))
+        {
+            Some(bad) => Err(format!("invalid format - invalid configuration ID '{bad}'\n")),
+            None => Ok(()),
+        },
         Rule::DnsName => {
             if matches(&DNS_NAME, &text) {
                 Ok(())
             } else {
-                Err(format!(
-                    "invalid format - value does not look like a valid DNS name: {text}"
-                ))
+                Err("invalid format - value does not look like a valid DNS name\n".into())
+            }
+        }
+        Rule::HaSid => {
+            if crate::formats::pattern_matches(r"[a-z]+:\S+|\d+", &text) {
+                Ok(())
+            } else {
+                Err("invalid format - value does not look like a valid ha resource id\n".into())
+            }
+        }
+        Rule::HaSidList => {
+            if text
+                .split([',', ';', ' ', '\0'])
+                .filter(|x| !x.is_empty())
+                .all(|x| crate::formats::pattern_matches(r"[a-z]+:\S+", x))
+            {
+                Ok(())
+            } else {
+                Err("invalid format - value does not look like a valid ha resource id\n".into())
+            }
+        }
+        Rule::HaNodeList => {
+            if text
+                .split([',', ';', ' ', '\0'])
+                .filter(|x| !x.is_empty())
+                .all(|x| {
+                    crate::formats::pattern_matches(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-]*[a-zA-Z0-9])?(?::\d+)?", x)
+                })
+            {
+                Ok(())
+            } else {
+                Err("invalid format - value does not look like a valid ha node\n".into())
             }
         }
         Rule::Array => match v {
@@ -174,7 +235,12 @@ pub fn check_rule(rule: Rule, v: &Value) -> Result<(), String> {
 
 /// Verifies `params` against `spec`: unknown keys, missing required keys, type rules. Scalars given for
 /// array parameters become one-element arrays (as PVE's normalisation does).
-pub fn validate(params: &mut serde_json::Map<String, Value>, spec: &[ParamSpec]) -> Result<(), ApiError> {
+pub fn validate(
+    params: &mut serde_json::Map<String, Value>,
+    spec: &[ParamSpec],
+    version: PveVersion,
+) -> Result<(), ApiError> {
+    let spec: Vec<&ParamSpec> = spec.iter().filter(|s| s.avail.has(version)).collect();
     let mut errors = BTreeMap::new();
     for key in params.keys() {
         if !spec.iter().any(|s| s.name == key) {
@@ -253,7 +319,7 @@ mod tests {
     #[test]
     fn unknown_and_missing_params_are_reported() {
         let mut p = json!({"foo": 1}).as_object().cloned().unwrap_or_default();
-        let err = validate(&mut p, &[req("newid", Rule::VmId)]).unwrap_err();
+        let err = validate(&mut p, &[req("newid", Rule::VmId)], PveVersion::V8_4).unwrap_err();
         let errors = err.errors.unwrap();
         assert_eq!(errors["newid"], "property is missing and it is not optional");
         assert!(errors["foo"].starts_with("property is not defined in schema"));

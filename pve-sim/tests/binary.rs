@@ -16,7 +16,7 @@ impl Drop for Guard {
 }
 
 #[tokio::test]
-async fn binary_serves_the_demo_scenario() {
+async fn binary_serves_the_demo_scenario_as_9_1() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let scenario = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/demo.yaml");
     let dir = tempfile::tempdir().unwrap();
@@ -30,6 +30,8 @@ async fn binary_serves_the_demo_scenario() {
             "--http",
             "--profile",
             "instant",
+            "--pve-version",
+            "9.1",
             "--request-log",
         ])
         .arg(&log)
@@ -58,6 +60,7 @@ async fn binary_serves_the_demo_scenario() {
     let token = field("token id:").expect("token id printed");
     let secret = field("token secret:").expect("secret printed");
     assert_eq!(token, "capmox@pve!capi");
+    assert_eq!(field("Proxmox VE:").as_deref(), Some("9.1"));
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
@@ -70,7 +73,17 @@ async fn binary_serves_the_demo_scenario() {
         .unwrap();
     let status = r.status().as_u16();
     let body: serde_json::Value = r.json().await.unwrap();
+    let version: serde_json::Value = client
+        .get(format!("{url}/api2/json/version"))
+        .header("Authorization", format!("PVEAPIToken={token}={secret}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     drop(guard);
+    assert_eq!(version["data"]["release"], "9.1", "{version}");
     assert_eq!(status, 200);
     assert!(
         body["data"]

@@ -80,11 +80,18 @@ async fn ha_resources_update_and_check_their_group() {
     let sim = common::start_default().await;
     sim.clone_vm(181, "ha").await;
     assert_eq!(sim.get("/cluster/ha/groups").await.json["data"], json!([]));
+    // PVE 8.4 does not check the group on create (pve-ha-manager 4.0.7 `API2/HA/Resources.pm`
+    // checks it on update only); the list then reports the missing group.
     let r = sim
         .post("/cluster/ha/resources", json!({"sid": "vm:181", "group": "prod"}))
         .await;
-    assert_eq!(r.status, 500);
-    assert_eq!(r.json["message"], "HA group 'prod' does not exist\n");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let list = sim.get("/cluster/ha/resources").await.json["data"].clone();
+    assert_eq!(
+        list[0]["errors"]["group"], "group 'prod' does not exist",
+        "{list}"
+    );
+    assert_eq!(sim.delete("/cluster/ha/resources/vm:181").await.status, 200);
     sim.server.state().add_ha_group("prod");
     assert_eq!(
         sim.get("/cluster/ha/groups").await.json["data"][0]["group"],
@@ -98,7 +105,10 @@ async fn ha_resources_update_and_check_their_group() {
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     let r = sim.post("/cluster/ha/resources", json!({"sid": "181"})).await;
-    assert_eq!(r.json["message"], "resource ID 'vm:181' already defined\n");
+    assert_eq!(
+        r.json["message"],
+        "create resource failed: resource ID 'vm:181' already defined\n"
+    );
     let r = sim
         .put(
             "/cluster/ha/resources/vm:181",
@@ -123,7 +133,10 @@ async fn ha_resources_update_and_check_their_group() {
     let r = sim
         .put("/cluster/ha/resources/vm:999", json!({"state": "started"}))
         .await;
-    assert_eq!(r.json["message"], "no such resource 'vm:999'\n");
+    assert_eq!(
+        r.json["message"],
+        "update resources config failed: no such resource 'vm:999'\n"
+    );
     let r = sim
         .put("/cluster/ha/resources/vm:181", json!({"state": "bogus"}))
         .await;

@@ -7,6 +7,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::Config;
+use pve_sim::formats;
 use pve_sim::{iso, multipart, params, propstr};
 
 fn config(default: u32) -> Config {
@@ -89,15 +90,16 @@ proptest! {
 
     #[test]
     fn fuzz_config_values(key in proptest::sample::select(KEYS), value in value()) {
-        let _ = propstr::is_config_key(key);
         let _ = propstr::family(key);
-        if let Err(e) = propstr::check_config_value(key, &value) {
-            prop_assert!(!e.is_empty());
+        for version in pve_sim::PveVersion::ALL {
+            let _ = propstr::is_config_key(key, version);
+            if let Err(e) = propstr::check_config_value(key, &value, version) {
+                prop_assert!(!e.is_empty());
+            }
+            for format in [formats::inline::NET, formats::inline::SCSI, formats::named::IPCONFIG, formats::named::SMBIOS1, formats::named::BOOT] {
+                let _ = formats::parse(key, &value, format, version);
+            }
         }
-        let _ = propstr::check_net(key, &value);
-        let _ = propstr::check_drive(key, &value);
-        let _ = propstr::check_ipconfig(key, &value);
-        let _ = propstr::check_smbios1(key, &value);
         let _ = propstr::check_tags(&value);
         let _ = propstr::normalise_tags(&value);
         let _ = propstr::boot_devices(&value);

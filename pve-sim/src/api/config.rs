@@ -4,13 +4,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
+use super::specs::CONTROL;
 use super::{Ctx, HandlerResult, Reply, check_node};
 use crate::error::ApiError;
 use crate::params::{Params, value_text};
-use crate::propstr::{self, check_config_value, is_config_key};
+use crate::propstr;
 use crate::state::{Cluster, Vm};
 use crate::tasks::{self, TaskSpec};
-use crate::validate::{Rule, check_rule};
 
 /// `Configuration file 'nodes/<node>/qemu-server/<vmid>.conf' does not exist`.
 pub fn conf_missing(node: &str, vmid: u32) -> ApiError {
@@ -22,91 +22,6 @@ pub fn conf_missing(node: &str, vmid: u32) -> ApiError {
 /// `unable to find configuration file for VM <vmid> on node '<node>'`.
 pub fn find_missing(node: &str, vmid: u32) -> String {
     format!("unable to find configuration file for VM {vmid} on node '{node}'")
-}
-
-/// Parameters of config updates that are not config keys.
-const CONTROL: &[&str] = &[
-    "node",
-    "vmid",
-    "delete",
-    "revert",
-    "digest",
-    "force",
-    "skiplock",
-    "background_delay",
-];
-
-pub(crate) fn validate_config(p: &mut Map<String, Value>, asynchronous: bool) -> Result<(), ApiError> {
-    let mut errors = BTreeMap::new();
-    for (k, v) in p.iter() {
-        let res = match k.as_str() {
-            "node" => check_rule(Rule::Node, v),
-            "vmid" => check_rule(Rule::VmId, v),
-            "digest" => check_rule(Rule::Str(Some(40)), v),
-            "force" | "skiplock" => check_rule(Rule::Bool, v),
-            "background_delay" if asynchronous => check_rule(Rule::Int(Some(1), Some(30)), v),
-            "delete" | "revert" => {
-                let list = value_text(v);
-                match list
-                    .split([',', ';', ' '])
-                    .filter(|x| !x.is_empty())
-                    .find(|x| !is_config_key(x))
-                {
-                    Some(bad) => Err(format!("unknown option '{bad}'")),
-                    None => Ok(()),
-                }
-            }
-            key if is_config_key(key) && key != "lock" => {
-                let text = match v {
-                    Value::Bool(b) => {
-                        if *b {
-                            "1".to_string()
-                        } else {
-                            "0".to_string()
-                        }
-                    }
-                    other => value_text(other),
-                };
-                check_config_value(key, &text)
-            }
-            _ => Err(
-                "property is not defined in schema and the schema does not allow additional properties"
-                    .into(),
-            ),
-        };
-        if let Err(msg) = res {
-            errors.insert(k.clone(), msg);
-        }
-    }
-    for required in ["node", "vmid"] {
-        if !p.contains_key(required) {
-            errors.insert(
-                required.into(),
-                "property is missing and it is not optional".into(),
-            );
-        }
-    }
-    if p.contains_key("force") && !p.contains_key("delete") {
-        errors.insert(
-            "force".into(),
-            "missing property - 'delete' is required by 'force'".into(),
-        );
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::params(errors))
-    }
-}
-
-/// Validator for `POST .../config`.
-pub fn validate_config_async(p: &mut Map<String, Value>) -> Result<(), ApiError> {
-    validate_config(p, true)
-}
-
-/// Validator for `PUT .../config`.
-pub fn validate_config_sync(p: &mut Map<String, Value>) -> Result<(), ApiError> {
-    validate_config(p, false)
 }
 
 /// `GET .../config`.
@@ -469,6 +384,11 @@ fn prepare(ctx: &Ctx, p: &Params) -> Result<Update, ApiError> {
         ));
     }
     ctx.state.with(|c| {
+        let current = c
+            .vm_on(&node, vmid)
+            .map(|vm| vm.config.clone())
+            .unwrap_or_default();
+        crate::access::vmconfig::check_update(c, &ctx.user, vmid, &current, &changes, &deletes)?;
         let vm = c.vm_on(&node, vmid).ok_or_else(|| conf_missing(&node, vmid))?;
         if let Some(d) = p.str("digest")
             && d != vm.digest()

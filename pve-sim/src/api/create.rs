@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::config::{normalise, validate_config};
+use super::config::normalise;
+use super::specs::validate_config;
 use super::{Ctx, HandlerResult, Reply, check_node};
 use crate::error::ApiError;
 use crate::params::{Params, value_text};
@@ -12,10 +13,12 @@ use crate::propstr;
 use crate::state::{Cluster, PowerState, Vm};
 use crate::tasks::{self, TaskSpec, now_epoch};
 use crate::validate::{Rule, check_rule};
+use crate::version::PveVersion;
 
 /// Create-only parameters and their rules.
 const CREATE_ONLY: &[(&str, Rule)] = &[
     ("start", Rule::Bool),
+    ("ha-managed", Rule::Bool),
     ("pool", Rule::Str(None)),
     ("storage", Rule::StorageId),
     ("unique", Rule::Bool),
@@ -23,10 +26,13 @@ const CREATE_ONLY: &[(&str, Rule)] = &[
 ];
 
 /// Validator for VM create: the config keys plus create-only parameters.
-pub fn validate_create(p: &mut Map<String, Value>) -> Result<(), ApiError> {
+pub fn validate_create(p: &mut Map<String, Value>, version: PveVersion) -> Result<(), ApiError> {
     let mut rest = p.clone();
     let mut errors = BTreeMap::new();
     for (name, rule) in CREATE_ONLY {
+        if *name == "ha-managed" && !version.is_9() {
+            continue;
+        }
         if let Some(v) = rest.remove(*name)
             && let Err(msg) = check_rule(*rule, &v)
         {
@@ -50,7 +56,7 @@ pub fn validate_create(p: &mut Map<String, Value>) -> Result<(), ApiError> {
             rest.remove(control);
         }
     }
-    if let Err(e) = validate_config(&mut rest, false) {
+    if let Err(e) = validate_config(&mut rest, false, version) {
         errors.extend(e.errors.unwrap_or_default());
     }
     if errors.is_empty() {
@@ -66,6 +72,7 @@ pub fn create(ctx: &Ctx, p: &Params) -> HandlerResult {
     check_node(ctx, &node)?;
     let vmid = p.vmid()?;
     let start = p.bool("start").unwrap_or(false);
+    let ha_managed = p.bool("ha-managed").unwrap_or(false);
     let mut values = Vec::new();
     for (k, v) in &p.0 {
         if matches!(k.as_str(), "node" | "vmid") || CREATE_ONLY.iter().any(|(n, _)| n == k) {
@@ -85,7 +92,16 @@ pub fn create(ctx: &Ctx, p: &Params) -> HandlerResult {
             )));
         }
         let pool = p.str("pool");
-        c.check_pool(pool.as_deref())?;
+        let storage = p.str("storage");
+        crate::access::vmconfig::check_create(
+            c,
+            &ctx.user,
+            vmid,
+            pool.as_deref(),
+            storage.as_deref(),
+            (ha_managed, start),
+            &values,
+        )?;
         // Check values now so storage errors stay synchronous.
         let mut scratch = BTreeMap::new();
         let mut config = BTreeMap::new();
@@ -143,10 +159,30 @@ pub fn create(ctx: &Ctx, p: &Params) -> HandlerResult {
                 vm.pool = pool;
                 vm.created_at = tokio::time::Instant::now();
                 vm.touch();
-                if start {
+                let mut log = Vec::new();
+                if ha_managed {
+                    // 9.x: `ha-manager add vm:<id> --state started|stopped` after the create.
+                    let state = if start { "started" } else { "stopped" };
+                    log.push(format!(
+                        "Add as HA resource\nAdd HA resource with request-state '{state}'"
+                    ));
+                    c.ha.insert(
+                        vmid,
+                        crate::state::HaResource {
+                            sid: format!("vm:{vmid}"),
+                            state: state.into(),
+                            group: None,
+                            max_restart: 1,
+                            max_relocate: 1,
+                            comment: None,
+                        },
+                    );
+                    c.ha_generation += 1;
+                }
+                if start && let Some(vm) = c.vm_on_mut(&n, vmid) {
                     vm.set_power(PowerState::Running);
                 }
-                Ok(Vec::new())
+                Ok(log)
             }),
             Some(Box::new(move |c: &mut Cluster| {
                 if c.vm_on(&n_rb, vmid).is_some_and(|v| v.lock() == Some("create")) {

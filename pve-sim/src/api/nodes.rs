@@ -6,13 +6,44 @@ use super::{Ctx, HandlerResult, Reply, check_node};
 use crate::error::ApiError;
 use crate::params::Params;
 
-/// `GET /nodes`.
+/// Whether `who` owns a task started by `task_user` (`check_task_user`: a token sees its own
+/// tasks, a user also those of its tokens).
+fn owns_task(task_user: &str, who: &str) -> bool {
+    match task_user.split_once('!') {
+        Some((user, _)) => who == task_user || who == user,
+        None => who == task_user,
+    }
+}
+
+/// The owner of a task or `priv` on `/nodes/<node>`.
+fn check_task_access(
+    c: &crate::state::Cluster,
+    who: &str,
+    task: &crate::tasks::Task,
+    privilege: &str,
+) -> Result<(), ApiError> {
+    if owns_task(&task.user, who) {
+        return Ok(());
+    }
+    c.check(who, &format!("/nodes/{}", task.node), &[privilege])
+}
+
+/// `GET /nodes` (without `Sys.Audit` on a node only its id, status and level).
 pub fn list(ctx: &Ctx, _p: &Params) -> HandlerResult {
     ctx.state.with(|c| {
         let items = c
             .nodes
             .values()
             .map(|n| {
+                if !c.can(&ctx.user, &format!("/nodes/{}", n.name), &["Sys.Audit"], false) {
+                    return json!({
+                        "node": n.name,
+                        "id": format!("node/{}", n.name),
+                        "type": "node",
+                        "status": if n.online { "online" } else { "offline" },
+                        "level": "",
+                    });
+                }
                 json!({
                     "node": n.name,
                     "id": format!("node/{}", n.name),
@@ -43,19 +74,26 @@ pub fn status(ctx: &Ctx, p: &Params) -> HandlerResult {
             return Err(ApiError::server(format!("no such node '{node}'")));
         };
         let used = super::cluster::node_mem_used(c, &node).min(n.memory);
+        let mut memory = json!({"total": n.memory, "used": used, "free": n.memory - used});
+        if c.version.is_9()
+            && let Some(m) = memory.as_object_mut()
+        {
+            m.insert("available".into(), json!(n.memory - used));
+        }
+        let kernel = if c.version.is_9() { "6.17.2-1-pve" } else { "6.8.12-9-pve" };
         Ok(Reply::data(json!({
             "cpu": 0.02,
             "cpuinfo": {"model": "Simulated CPU", "cores": n.cpus / 2, "cpus": n.cpus, "sockets": 1, "mhz": "2400.000", "hvm": "1", "flags": ""},
-            "memory": {"total": n.memory, "used": used, "free": n.memory - used},
+            "memory": memory,
             "swap": {"total": 0, "used": 0, "free": 0},
             "rootfs": {"total": 100u64 << 30, "used": 10u64 << 30, "free": 90u64 << 30, "avail": 90u64 << 30},
             "loadavg": ["0.10", "0.05", "0.01"],
             "uptime": 86_400,
             "idle": 0,
             "wait": 0,
-            "pveversion": "pve-manager/8.4.1/2a5fa54a8503f96d",
-            "kversion": "Linux 6.8.12-9-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-9 (2025-03-16T19:18Z)",
-            "current-kernel": {"sysname": "Linux", "release": "6.8.12-9-pve", "version": "#1 SMP PREEMPT_DYNAMIC PMX 6.8.12-9", "machine": "x86_64"},
+            "pveversion": c.version.pveversion(),
+            "kversion": format!("Linux {kernel} #1 SMP PREEMPT_DYNAMIC PMX"),
+            "current-kernel": {"sysname": "Linux", "release": kernel, "version": "#1 SMP PREEMPT_DYNAMIC PMX", "machine": "x86_64"},
             "boot-info": {"mode": "efi", "secureboot": 0},
             "ksm": {"shared": 0},
         })))
@@ -79,10 +117,12 @@ pub fn tasks(ctx: &Ctx, p: &Params) -> HandlerResult {
     let start = usize::try_from(p.int("start").unwrap_or(0)).unwrap_or(0);
     let limit = usize::try_from(p.int("limit").unwrap_or(50)).unwrap_or(50);
     ctx.state.with(|c| {
+        let auditor = c.can(&ctx.user, &format!("/nodes/{node}"), &["Sys.Audit"], false);
         let mut items: Vec<&crate::tasks::Task> = c
             .tasks
             .values()
             .filter(|t| t.node == node)
+            .filter(|t| auditor || owns_task(&t.user, &ctx.user))
             .filter(|t| match source.as_str() {
                 "active" => t.exitstatus.is_none(),
                 "all" => true,
@@ -126,8 +166,11 @@ pub fn task_status(ctx: &Ctx, p: &Params) -> HandlerResult {
     let node = p.node();
     check_node(ctx, &node)?;
     let upid = p.str("upid").unwrap_or_default();
-    ctx.state
-        .with(|c| find_task(c, &node, &upid).map(|t| Reply::data(t.status_json())))
+    ctx.state.with(|c| {
+        let t = find_task(c, &node, &upid)?;
+        check_task_access(c, &ctx.user, t, "Sys.Audit")?;
+        Ok(Reply::data(t.status_json()))
+    })
 }
 
 /// `GET /nodes/{node}/tasks/{upid}/log`.
@@ -139,6 +182,7 @@ pub fn task_log(ctx: &Ctx, p: &Params) -> HandlerResult {
     let limit = usize::try_from(p.int("limit").unwrap_or(50)).unwrap_or(50);
     ctx.state.with(|c| {
         let t = find_task(c, &node, &upid)?;
+        check_task_access(c, &ctx.user, t, "Sys.Audit")?;
         if t.log.is_empty() {
             return Ok(Reply {
                 data: json!([{"n": 1, "t": "no content"}]),
@@ -166,7 +210,8 @@ pub fn task_stop(ctx: &Ctx, p: &Params) -> HandlerResult {
     check_node(ctx, &node)?;
     let upid = p.str("upid").unwrap_or_default();
     ctx.state.with(|c| {
-        find_task(c, &node, &upid)?;
+        let t = find_task(c, &node, &upid)?;
+        check_task_access(c, &ctx.user, t, "Sys.Modify")?;
         if let Some(t) = c.tasks.get_mut(&upid)
             && t.exitstatus.is_none()
         {

@@ -16,7 +16,7 @@ pub fn current(ctx: &Ctx, p: &Params) -> HandlerResult {
     let vmid = p.vmid()?;
     ctx.state.with(|c| {
         let vm = c.vm_on(&node, vmid).ok_or_else(|| conf_missing(&node, vmid))?;
-        Ok(Reply::data(vm.status_json(c.ha.get(&vmid))))
+        Ok(Reply::data(vm.status_json(c.ha.get(&vmid), c.version)))
     })
 }
 

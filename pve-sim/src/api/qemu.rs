@@ -9,8 +9,8 @@ use super::{Ctx, HandlerResult, Reply, check_node};
 use crate::error::ApiError;
 use crate::params::Params;
 use crate::propstr;
-use crate::state::{Cluster, Snapshot, Vm};
-use crate::tasks::{self, TaskSpec, now_epoch};
+use crate::state::{Cluster, Vm};
+use crate::tasks::{self, TaskSpec};
 
 /// `GET /nodes/{node}/qemu`.
 pub fn list(ctx: &Ctx, p: &Params) -> HandlerResult {
@@ -21,8 +21,9 @@ pub fn list(ctx: &Ctx, p: &Params) -> HandlerResult {
             .vms
             .values()
             .filter(|v| v.node == node)
+            .filter(|v| c.can(&ctx.user, &format!("/vms/{}", v.vmid), &["VM.Audit"], false))
             .map(|v| {
-                let mut s = v.status_json(None);
+                let mut s = v.status_json(None, c.version);
                 if let Some(obj) = s.as_object_mut() {
                     obj.remove("ha");
                     obj.remove("agent");
@@ -38,15 +39,15 @@ pub fn list(ctx: &Ctx, p: &Params) -> HandlerResult {
 }
 
 /// What identifies a task to start.
-struct Tk<'a> {
-    node: &'a str,
-    kind: &'static str,
-    id: String,
-    latency: &'a str,
-    log: Vec<String>,
+pub(crate) struct Tk<'a> {
+    pub(crate) node: &'a str,
+    pub(crate) kind: &'static str,
+    pub(crate) id: String,
+    pub(crate) latency: &'a str,
+    pub(crate) log: Vec<String>,
 }
 
-fn start_task(
+pub(crate) fn start_task(
     ctx: &Ctx,
     c: &mut Cluster,
     t: Tk<'_>,
@@ -116,15 +117,19 @@ pub fn delete(ctx: &Ctx, p: &Params) -> HandlerResult {
                     return Err(format!("base volume '{base}' is still in use by linked clones"));
                 }
                 c.vms.remove(&vmid);
-                if purge {
-                    c.ha.remove(&vmid);
-                }
+                // `PVE::AccessControl::remove_vm_access`: the VM's ACL entries go with it.
+                let path = format!("/vms/{vmid}");
+                c.access.acl.retain(|e| e.path != path);
+                let was_ha = purge && c.remove_ha_resource(vmid, c.version.is_9()).is_some();
                 let mut log: Vec<String> = disks
                     .iter()
                     .map(|d| format!("Removing image: 100% complete...done. ({d})"))
                     .collect();
                 if purge {
                     log.push(format!("purging VM {vmid} from related configurations.."));
+                }
+                if was_ha {
+                    log.push(format!("NOTE: removed VM {vmid} from HA resource configuration."));
                 }
                 Ok(log)
             }),
@@ -196,6 +201,7 @@ pub fn clone(ctx: &Ctx, p: &Params) -> HandlerResult {
         }
         let pool = p.str("pool");
         c.check_pool(pool.as_deref())?;
+        crate::access::vmconfig::check_clone(c, &ctx.user, &src.config, storage.as_deref())?;
         if !c.nodes.contains_key(&target) {
             return Err(ApiError::server(format!("no such cluster node '{target}'")));
         }
@@ -457,6 +463,7 @@ pub fn resize(ctx: &Ctx, p: &Params) -> HandlerResult {
     ctx.state.with(|c| {
         c.vm_on(&node, vmid).ok_or_else(|| conf_missing(&node, vmid))?;
         let n = node.clone();
+        let who = ctx.user.clone();
         let upid = start_task(
             ctx,
             c,
@@ -482,6 +489,13 @@ pub fn resize(ctx: &Ctx, p: &Params) -> HandlerResult {
                 if props.get("media").is_some_and(|m| m == "cdrom") {
                     return Err("you can't resize a cdrom".into());
                 }
+                if let Some((storage, _)) = props.get("file").and_then(|f| f.split_once(':')) {
+                    c.check(&who, &format!("/storage/{storage}"), &["Datastore.AllocateSpace"])
+                        .map_err(|e| e.message)?;
+                }
+                let Some(vm) = c.vm_on_mut(&n, vmid) else {
+                    return Err(find_missing(&n, vmid));
+                };
                 let current = props
                     .get("size")
                     .and_then(|s| propstr::parse_size(s))
@@ -560,147 +574,5 @@ pub fn template(ctx: &Ctx, p: &Params) -> HandlerResult {
             None,
         );
         Ok(Reply::data(json!(upid)))
-    })
-}
-
-/// `GET .../snapshot`.
-pub fn snapshot_list(ctx: &Ctx, p: &Params) -> HandlerResult {
-    let node = p.node();
-    check_node(ctx, &node)?;
-    let vmid = p.vmid()?;
-    ctx.state.with(|c| {
-        let vm = c.vm_on(&node, vmid).ok_or_else(|| conf_missing(&node, vmid))?;
-        let mut items: Vec<Value> = vm
-            .snapshots
-            .iter()
-            .map(|s| {
-                let mut v = json!({"name": s.name, "description": s.description, "snaptime": s.snaptime, "vmstate": if s.vmstate { 1 } else { 0 }});
-                if let (Some(obj), Some(parent)) = (v.as_object_mut(), &s.parent) {
-                    obj.insert("parent".into(), json!(parent));
-                }
-                v
-            })
-            .collect();
-        let mut current = json!({"name": "current", "description": "You are here!", "digest": vm.digest(), "running": if vm.is_running() { 1 } else { 0 }});
-        if let (Some(obj), Some(last)) = (current.as_object_mut(), vm.snapshots.last()) {
-            obj.insert("parent".into(), json!(last.name));
-        }
-        items.push(current);
-        Ok(Reply::data(Value::Array(items)))
-    })
-}
-
-/// `POST .../snapshot`.
-pub fn snapshot_create(ctx: &Ctx, p: &Params) -> HandlerResult {
-    let node = p.node();
-    check_node(ctx, &node)?;
-    let vmid = p.vmid()?;
-    let name = p.str("snapname").unwrap_or_default();
-    if name == "current" || name == "pending" {
-        return Err(ApiError::server(format!("invalid snapshot name '{name}'")));
-    }
-    let description = p.str("description").unwrap_or_default();
-    let vmstate = p.bool("vmstate").unwrap_or(false);
-    ctx.state.with(|c| {
-        c.vm_on(&node, vmid).ok_or_else(|| conf_missing(&node, vmid))?;
-        let n = node.clone();
-        let upid = start_task(
-            ctx,
-            c,
-            Tk {
-                node: &node,
-                kind: "qmsnapshot",
-                id: vmid.to_string(),
-                latency: "qmsnapshot",
-                log: Vec::new(),
-            },
-            Box::new(move |c: &mut Cluster| {
-                let vm = c.vm_on_mut(&n, vmid).ok_or_else(|| find_missing(&n, vmid))?;
-                vm.check_lock()?;
-                if vm.is_template() {
-                    return Err("you can't take a snapshot if it's a template".into());
-                }
-                if vm.snapshots.iter().any(|s| s.name == name) {
-                    return Err(format!("snapshot name '{name}' already used"));
-                }
-                let parent = vm.snapshots.last().map(|s| s.name.clone());
-                let config = vm.config.clone();
-                vm.snapshots.push(Snapshot {
-                    name: name.clone(),
-                    description,
-                    snaptime: now_epoch(),
-                    vmstate,
-                    parent,
-                    config,
-                });
-                vm.touch();
-                Ok(vec![format!("snapshotting '{name}'")])
-            }),
-            None,
-        );
-        Ok(Reply::data(json!(upid)))
-    })
-}
-
-/// `DELETE .../snapshot/{snapname}`.
-pub fn snapshot_delete(ctx: &Ctx, p: &Params) -> HandlerResult {
-    let node = p.node();
-    check_node(ctx, &node)?;
-    let vmid = p.vmid()?;
-    let name = p.str("snapname").unwrap_or_default();
-    ctx.state.with(|c| {
-        c.vm_on(&node, vmid).ok_or_else(|| conf_missing(&node, vmid))?;
-        let n = node.clone();
-        let upid = start_task(
-            ctx,
-            c,
-            Tk {
-                node: &node,
-                kind: "qmdelsnapshot",
-                id: vmid.to_string(),
-                latency: "qmdelsnapshot",
-                log: Vec::new(),
-            },
-            Box::new(move |c: &mut Cluster| {
-                let vm = c.vm_on_mut(&n, vmid).ok_or_else(|| find_missing(&n, vmid))?;
-                vm.check_lock()?;
-                let pos = vm
-                    .snapshots
-                    .iter()
-                    .position(|s| s.name == name)
-                    .ok_or_else(|| format!("snapshot '{name}' does not exist"))?;
-                let removed = vm.snapshots.remove(pos);
-                for s in vm.snapshots.iter_mut() {
-                    if s.parent.as_deref() == Some(name.as_str()) {
-                        s.parent = removed.parent.clone();
-                    }
-                }
-                vm.touch();
-                Ok(Vec::new())
-            }),
-            None,
-        );
-        Ok(Reply::data(json!(upid)))
-    })
-}
-
-/// `GET .../snapshot/{snapname}/config`.
-pub fn snapshot_config(ctx: &Ctx, p: &Params) -> HandlerResult {
-    let node = p.node();
-    check_node(ctx, &node)?;
-    let vmid = p.vmid()?;
-    let name = p.str("snapname").unwrap_or_default();
-    ctx.state.with(|c| {
-        let vm = c.vm_on(&node, vmid).ok_or_else(|| conf_missing(&node, vmid))?;
-        let s = vm
-            .snapshots
-            .iter()
-            .find(|s| s.name == name)
-            .ok_or_else(|| ApiError::server(format!("snapshot '{name}' does not exist")))?;
-        let mut out = serde_json::Map::new();
-        for (k, v) in &s.config {
-            out.insert(k.clone(), Vm::typed_value(k, v));
-        }
-        Ok(Reply::data(Value::Object(out)))
     })
 }

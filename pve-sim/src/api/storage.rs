@@ -129,6 +129,14 @@ pub fn list(ctx: &Ctx, p: &Params) -> HandlerResult {
             .filter(|s| s.nodes.contains(&node))
             .filter(|s| only.as_ref().is_none_or(|o| &s.name == o))
             .filter(|s| {
+                c.can(
+                    &ctx.user,
+                    &format!("/storage/{}", s.name),
+                    &["Datastore.Audit", "Datastore.AllocateSpace"],
+                    true,
+                )
+            })
+            .filter(|s| {
                 content
                     .as_ref()
                     .is_none_or(|ct| ct.split(',').any(|x| s.allows(x)))
@@ -174,8 +182,15 @@ pub fn content_list(ctx: &Ctx, p: &Params) -> HandlerResult {
         {
             items.extend(vols.values().filter(|v| content.as_ref().is_none_or(|ct| &v.content == ct)).map(volume_json));
         }
+        items.retain(|v| {
+            let id = v["volid"].as_str().unwrap_or_default();
+            c.check_volume_access(&ctx.user, None, id).is_ok()
+        });
         if content.as_ref().is_none_or(|ct| ct == "images") {
             for (volid, size, owner) in image_volumes(c, &node, s) {
+                if c.check_volume_access(&ctx.user, None, &volid).is_err() {
+                    continue;
+                }
                 if vmid.is_some_and(|v| v != i64::from(owner)) {
                     continue;
                 }
@@ -202,6 +217,7 @@ pub fn content_get(ctx: &Ctx, p: &Params) -> HandlerResult {
     let name = p.str("storage").unwrap_or_default();
     let volid = full_volid(&name, &p.str("volume").unwrap_or_default());
     ctx.state.with(|c| {
+        c.check_volume_access(&ctx.user, None, &volid)?;
         let s = storage(c, &node, &name)?;
         if let Some(v) = c.volumes_of(&node, s).and_then(|m| m.get(&volid)) {
             let rel = volid.split_once(':').map(|(_, r)| r).unwrap_or("");
@@ -237,6 +253,8 @@ pub fn content_delete(ctx: &Ctx, p: &Params) -> HandlerResult {
     let volid = full_volid(&name, &p.str("volume").unwrap_or_default());
     let delay = p.has("delay");
     ctx.state.with(|c| {
+        let storeid = volid.split_once(':').map_or(name.as_str(), |(s, _)| s);
+        c.check(&ctx.user, &format!("/storage/{storeid}"), &["Datastore.Allocate"])?;
         let s = storage(c, &node, &name)?.clone();
         let key = (s.scope(&node), s.name.clone());
         if !c.volumes.get(&key).is_some_and(|m| m.contains_key(&volid)) {

@@ -2,18 +2,26 @@
 
 pub mod dhcp;
 pub mod gate;
+pub mod ha;
+mod handle;
 pub mod leftovers;
+mod perm;
+pub mod statcache;
 pub mod vm;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
-use crate::scenario::{CloudInitResult, FaultSpec, GuestSpec, LatencySpec, Scenario};
+use crate::access::Access;
+use crate::scenario::{FaultSpec, GuestSpec, HaGroupSpec, LatencySpec, Scenario};
 use crate::tasks::Task;
+use crate::version::PveVersion;
+pub use ha::{HaGroup, HaResource, HaRule};
+pub use handle::{SimState, VmView};
 pub use leftovers::{Leftovers, VolumeRef};
 pub use vm::{PowerState, Snapshot, Vm};
 
@@ -84,23 +92,6 @@ pub struct Volume {
     pub ctime: u64,
 }
 
-/// An HA resource.
-#[derive(Debug, Clone)]
-pub struct HaResource {
-    /// `vm:100`.
-    pub sid: String,
-    /// Requested state.
-    pub state: String,
-    /// Group.
-    pub group: Option<String>,
-    /// Max restarts.
-    pub max_restart: i64,
-    /// Max relocations.
-    pub max_relocate: i64,
-    /// Comment.
-    pub comment: Option<String>,
-}
-
 /// A user.
 #[derive(Clone)]
 pub struct User {
@@ -139,6 +130,10 @@ impl std::fmt::Debug for Ticket {
 
 /// The whole simulated cluster. Public fields so tests can inspect and modify anything.
 pub struct Cluster {
+    /// The Proxmox VE release played.
+    pub version: PveVersion,
+    /// ACL entries, roles, privilege separation of tokens.
+    pub access: Access,
     /// Cluster name.
     pub name: String,
     /// Nodes by name.
@@ -179,8 +174,18 @@ pub struct Cluster {
     pub active_local_clones: BTreeMap<(String, String), u32>,
     /// Known pools (`None`: any pool name is accepted).
     pub pools: Option<BTreeSet<String>>,
-    /// HA groups.
-    pub ha_groups: BTreeSet<String>,
+    /// HA groups by id.
+    pub ha_groups: BTreeMap<String, HaGroup>,
+    /// HA rules by id (PVE 9).
+    pub ha_rules: BTreeMap<String, HaRule>,
+    /// `failback` of HA resources where it was set (PVE 9), by VMID.
+    pub ha_failback: BTreeMap<u32, bool>,
+    /// Generation of the HA rules config (feeds its digest).
+    pub ha_generation: u64,
+    /// PVE 9: when the CRM migrates the HA groups to rules.
+    pub ha_group_migration_due: Option<Instant>,
+    /// pvestatd's per-node status cache (what `/cluster/resources` shows of VMs).
+    pub statcache: statcache::StatusCache,
     /// PCI resource mappings: id → `map` entries.
     pub pci_mappings: BTreeMap<String, Vec<String>>,
     /// While true, tasks do not complete (tests use this to observe in-flight state).
@@ -206,6 +211,66 @@ pub enum StateError {
         /// Message.
         message: String,
     },
+    /// An ACL entry names a role that does not exist.
+    #[error("ACL entry on {path}: {source}")]
+    Acl {
+        /// ACL path.
+        path: String,
+        /// The unknown role.
+        source: crate::access::UnknownRole,
+    },
+}
+
+/// An HA group of the scenario (a bare name: every node, no priority).
+fn ha_group_of(spec: &HaGroupSpec, all_nodes: &[String]) -> HaGroup {
+    match spec {
+        HaGroupSpec::Name(_) => HaGroup {
+            nodes: all_nodes.iter().map(|n| (n.clone(), None)).collect(),
+            ..HaGroup::default()
+        },
+        HaGroupSpec::Full(d) => HaGroup {
+            nodes: if d.nodes.trim().is_empty() {
+                all_nodes.iter().map(|n| (n.clone(), None)).collect()
+            } else {
+                d.nodes
+                    .split([',', ';', ' '])
+                    .filter(|n| !n.is_empty())
+                    .map(|n| match n.split_once(':') {
+                        Some((n, p)) => (n.to_owned(), p.parse().ok()),
+                        None => (n.to_owned(), None),
+                    })
+                    .collect()
+            },
+            restricted: d.restricted.then_some(true),
+            nofailback: d.nofailback.then_some(true),
+            comment: d.comment.clone(),
+        },
+    }
+}
+
+/// Roles, ACL entries and token privilege separation of the scenario.
+fn access_of(scenario: &Scenario) -> Result<Access, StateError> {
+    let mut access = Access::new(scenario.version);
+    for (name, privs) in &scenario.roles {
+        access.define_role(name, privs);
+    }
+    for u in &scenario.users {
+        for t in &u.tokens {
+            access
+                .privsep
+                .insert(format!("{}!{}", u.userid, t.name), t.privsep);
+        }
+    }
+    for a in &scenario.acl {
+        let subject = a.subject().unwrap_or_default();
+        access
+            .set_acl(subject, &a.path, &a.role, a.propagate)
+            .map_err(|source| StateError::Acl {
+                path: a.path.clone(),
+                source,
+            })?;
+    }
+    Ok(access)
 }
 
 impl Cluster {
@@ -255,7 +320,7 @@ impl Cluster {
         for t in &scenario.templates {
             let mut config = BTreeMap::new();
             for (k, v) in &t.config {
-                if let Err(message) = crate::propstr::check_config_value(k, v) {
+                if let Err(message) = crate::config_keys::check_config_value(k, v, scenario.version) {
                     return Err(StateError::Config {
                         vmid: t.vmid,
                         key: k.clone(),
@@ -294,7 +359,7 @@ impl Cluster {
             }
         }
         let next_pid = rng.random_range(0x0001_0000..0x0010_0000);
-        Ok(Self {
+        let mut cluster = Self {
             name: scenario.cluster_name.clone(),
             nodes,
             storages,
@@ -319,13 +384,29 @@ impl Cluster {
             } else {
                 Some(scenario.pools.iter().cloned().collect())
             },
-            ha_groups: scenario.ha_groups.iter().cloned().collect(),
+            ha_groups: scenario
+                .ha_groups
+                .iter()
+                .map(|g| (g.name().to_owned(), ha_group_of(g, &all_nodes)))
+                .collect(),
+            ha_rules: BTreeMap::new(),
+            ha_failback: BTreeMap::new(),
+            ha_generation: 0,
+            ha_group_migration_due: None,
+            statcache: statcache::StatusCache::default(),
+            version: scenario.version,
+            access: access_of(scenario)?,
             pci_mappings: scenario.pci_mappings.clone(),
             tasks_held: false,
             task_release: Arc::new(tokio::sync::Notify::new()),
             clone_history: Vec::new(),
             dhcp: dhcp::Dhcp::new(scenario.dhcp.clone()),
-        })
+        };
+        // pvestatd has been running before: every node has data of its VMs.
+        for node in all_nodes {
+            cluster.refresh_status(&node);
+        }
+        Ok(cluster)
     }
 
     /// A storage by name, if it exists on `node`.
@@ -382,17 +463,6 @@ impl Cluster {
         self.volumes_of(node, st)?.get(volid)
     }
 
-    /// 403 for a pool that does not exist (only when the scenario defines pools).
-    pub fn check_pool(&self, pool: Option<&str>) -> Result<(), crate::error::ApiError> {
-        match (pool, &self.pools) {
-            (Some(p), Some(known)) if !known.contains(p) => Err(crate::error::ApiError::status(
-                403,
-                format!("Permission check failed (pool '{p}' does not exist)"),
-            )),
-            _ => Ok(()),
-        }
-    }
-
     /// Set of VMIDs in use.
     pub fn used_vmids(&self) -> BTreeSet<u32> {
         self.vms.keys().copied().collect()
@@ -415,266 +485,4 @@ pub fn random_uuid(rng: &mut StdRng) -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     uuid::Uuid::from_bytes(b).to_string()
-}
-
-/// Shared handle on the cluster state, usable from tests while the server runs.
-#[derive(Clone)]
-pub struct SimState {
-    inner: Arc<Mutex<Cluster>>,
-    gate: Arc<gate::Gate>,
-}
-
-impl std::fmt::Debug for SimState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SimState").finish_non_exhaustive()
-    }
-}
-
-/// A read-only summary of a VM for tests.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VmView {
-    /// VMID.
-    pub vmid: u32,
-    /// Node.
-    pub node: String,
-    /// Config keys and values (as stored).
-    pub config: BTreeMap<String, String>,
-    /// Power state.
-    pub power: PowerState,
-    /// Whether it is a template.
-    pub template: bool,
-}
-
-impl SimState {
-    /// Wraps a cluster.
-    pub fn new(cluster: Cluster) -> Self {
-        Self {
-            inner: Arc::new(Mutex::new(cluster)),
-            gate: Arc::new(gate::Gate::default()),
-        }
-    }
-
-    /// Locks the cluster (poisoning is ignored: the state stays usable).
-    pub fn lock(&self) -> MutexGuard<'_, Cluster> {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Runs `f` with exclusive access to the cluster.
-    pub fn with<R>(&self, f: impl FnOnce(&mut Cluster) -> R) -> R {
-        f(&mut self.lock())
-    }
-
-    /// A VM summary.
-    pub fn vm(&self, vmid: u32) -> Option<VmView> {
-        self.with(|c| {
-            c.vms.get(&vmid).map(|v| VmView {
-                vmid,
-                node: v.node.clone(),
-                config: v.config.clone(),
-                power: v.power,
-                template: v.is_template(),
-            })
-        })
-    }
-
-    /// All VMIDs.
-    pub fn vmids(&self) -> Vec<u32> {
-        self.with(|c| c.vms.keys().copied().collect())
-    }
-
-    /// Sets a VM's power state directly (started now when running).
-    pub fn set_power(&self, vmid: u32, power: PowerState) -> bool {
-        self.with(|c| match c.vms.get_mut(&vmid) {
-            Some(vm) => {
-                vm.set_power(power);
-                true
-            }
-            None => false,
-        })
-    }
-
-    /// Sets or replaces a config key of a VM.
-    pub fn set_config(&self, vmid: u32, key: &str, value: &str) -> bool {
-        self.with(|c| match c.vms.get_mut(&vmid) {
-            Some(vm) => {
-                vm.config.insert(key.to_string(), value.to_string());
-                true
-            }
-            None => false,
-        })
-    }
-
-    /// Marks a node online or offline (offline nodes answer 595 on `/nodes/{node}/...`).
-    pub fn set_node_online(&self, node: &str, online: bool) -> bool {
-        self.with(|c| match c.nodes.get_mut(node) {
-            Some(n) => {
-                n.online = online;
-                true
-            }
-            None => false,
-        })
-    }
-
-    /// Revokes an API token at runtime (as `pveum user token remove` does): every later request
-    /// with it is answered `401 Authentication failed!` with an empty body, like PVE. `false`
-    /// when no such token exists.
-    pub fn revoke_token(&self, token_id: &str) -> bool {
-        self.with(|c| c.tokens.remove(token_id).is_some())
-    }
-
-    /// Creates an API token or gives it a new secret (rotation: the old secret stops working).
-    pub fn set_token(&self, token_id: &str, secret: &str) {
-        self.with(|c| {
-            c.tokens.insert(token_id.to_owned(), secret.to_owned());
-        });
-    }
-
-    /// Number of requests seen for an endpoint key such as `POST /nodes/{node}/qemu/{vmid}/clone`.
-    pub fn request_count(&self, endpoint: &str) -> u64 {
-        self.with(|c| c.counts.get(endpoint).copied().unwrap_or(0))
-    }
-
-    /// All request counts.
-    pub fn request_counts(&self) -> BTreeMap<String, u64> {
-        self.with(|c| c.counts.clone())
-    }
-
-    /// Replaces the fault switches.
-    pub fn set_faults(&self, faults: FaultSpec) {
-        self.with(|c| c.faults = faults);
-    }
-
-    /// Replaces the timings.
-    pub fn set_latency(&self, latency: LatencySpec) {
-        self.with(|c| c.latency = latency);
-    }
-
-    /// Sets the cloud-init outcome for all guests, or for one VM when `vmid` is given.
-    pub fn set_cloud_init(&self, vmid: Option<u32>, result: CloudInitResult) {
-        self.with(|c| match vmid {
-            Some(id) => {
-                if let Some(vm) = c.vms.get_mut(&id) {
-                    vm.cloud_init = Some(result);
-                }
-            }
-            None => c.guest.cloud_init = result,
-        });
-    }
-
-    /// Bytes of a stored file volume (e.g. an uploaded ISO) as seen from `node`.
-    pub fn volume_bytes(&self, node: &str, volid: &str) -> Option<Vec<u8>> {
-        self.with(|c| c.find_volume(node, volid).map(|v| v.data.clone()))
-    }
-
-    /// Volids of file volumes on a storage as seen from `node`.
-    pub fn volume_ids(&self, node: &str, storage: &str) -> Vec<String> {
-        self.with(|c| {
-            c.storage_on(node, storage)
-                .and_then(|s| c.volumes_of(node, s))
-                .map(|m| m.keys().cloned().collect())
-                .unwrap_or_default()
-        })
-    }
-
-    /// SIDs of HA resources.
-    pub fn ha_resources(&self) -> Vec<String> {
-        self.with(|c| c.ha.values().map(|h| h.sid.clone()).collect())
-    }
-
-    /// The HA resource of VM `vmid`, if it is one.
-    pub fn ha_resource(&self, vmid: u32) -> Option<HaResource> {
-        self.with(|c| c.ha.get(&vmid).cloned())
-    }
-
-    /// Adds a PCI resource mapping `id` with one entry per node in `nodes` (as
-    /// `POST /cluster/mapping/pci` would), or adds the nodes to an existing one.
-    pub fn add_pci_mapping(&self, id: &str, nodes: &[&str]) {
-        self.with(|c| {
-            let map = c.pci_mappings.entry(id.to_owned()).or_default();
-            for (i, n) in nodes.iter().enumerate() {
-                map.push(format!("node={n},path=0000:{:02x}:00.0,id=10de:1eb8", i + 1));
-            }
-        });
-    }
-
-    /// Adds an HA group (as `POST /cluster/ha/groups` would).
-    pub fn add_ha_group(&self, group: &str) {
-        self.with(|c| c.ha_groups.insert(group.to_owned()));
-    }
-
-    /// Status of a task: `None` while running or unknown, `Some(exitstatus)` once stopped.
-    pub fn task_exitstatus(&self, upid: &str) -> Option<String> {
-        self.with(|c| c.tasks.get(upid).and_then(|t| t.exitstatus.clone()))
-    }
-
-    /// Holds every task in `running` until [`SimState::release_tasks`] (deterministic in-flight checks).
-    pub fn hold_tasks(&self) {
-        self.with(|c| c.tasks_held = true);
-    }
-
-    /// Lets held tasks complete.
-    pub fn release_tasks(&self) {
-        let notify = self.with(|c| {
-            c.tasks_held = false;
-            c.task_release.clone()
-        });
-        notify.notify_waiters();
-    }
-
-    /// Number of tasks still running.
-    pub fn running_tasks(&self) -> usize {
-        self.with(|c| c.tasks.values().filter(|t| t.exitstatus.is_none()).count())
-    }
-
-    /// The request gate (the server passes every `/api2/json` request through it).
-    pub fn gate(&self) -> &gate::Gate {
-        &self.gate
-    }
-
-    /// Closes the request gate after `n` more requests: the next `n` requests under `/api2/json`
-    /// (any method and path, `POST /access/ticket` and requests failing authentication included)
-    /// are served normally; from request `n + 1` on, every request blocks after its body has been
-    /// read and before anything is processed (no authentication, no counting, no state change)
-    /// until [`SimState::open_gate`] or [`SimState::discard_blocked`]. Calling it again while
-    /// closed replaces the remaining allowance; already blocked requests stay blocked.
-    pub fn gate_after(&self, n: u64) {
-        self.gate.close_after(n);
-    }
-
-    /// Resolves `true` as soon as at least one request is blocked at the gate, `false` after
-    /// `timeout`.
-    pub async fn wait_gate_blocked(&self, timeout: std::time::Duration) -> bool {
-        self.gate.wait_blocked(timeout).await
-    }
-
-    /// Opens the gate: requests still blocked are processed, later requests are not gated.
-    ///
-    /// A blocked request whose client has closed its connection is not processed: the HTTP layer
-    /// notices the end of the connection (the request body has already been read, so it watches
-    /// the socket) and drops the request. That happens asynchronously, so a test that kills a
-    /// client and wants the guarantee without any timing assumption calls
-    /// [`SimState::discard_blocked`] before `open_gate`.
-    pub fn open_gate(&self) {
-        self.gate.open();
-    }
-
-    /// Fails every request blocked at the gate right now: each one's connection is closed without
-    /// a response and the request is never processed (not counted in [`SimState::request_total`]).
-    /// The gate stays closed; requests arriving later block as before.
-    pub fn discard_blocked(&self) {
-        self.gate.discard_blocked();
-    }
-
-    /// Number of requests waiting at the gate right now.
-    pub fn blocked_requests(&self) -> u64 {
-        self.gate.blocked()
-    }
-
-    /// Number of requests under `/api2/json` processed so far (every request that passed the gate,
-    /// whatever its outcome: 2xx, 4xx, 5xx, 501 and failed logins included).
-    pub fn request_total(&self) -> u64 {
-        self.gate.total()
-    }
 }

@@ -277,8 +277,9 @@ impl Vm {
         Value::Object(out)
     }
 
-    /// Fields shared by list entries and `status/current`.
-    pub fn status_json(&self, ha: Option<&super::HaResource>) -> Value {
+    /// Fields shared by list entries and `status/current` (9.x adds `memhost` and the
+    /// pressure-stall averages).
+    pub fn status_json(&self, ha: Option<&super::HaResource>, version: crate::version::PveVersion) -> Value {
         let (status, qmp) = self.status_text();
         let running = self.is_running();
         let maxmem = self.memory_mib() * 1024 * 1024;
@@ -306,8 +307,28 @@ impl Vm {
         if let Some(obj) = v.as_object_mut() {
             if running {
                 obj.insert("pid".into(), json!(10_000 + self.vmid));
-                obj.insert("running-machine".into(), json!("pc-i440fx-8.2+pve0"));
-                obj.insert("running-qemu".into(), json!("8.2.2"));
+                let (machine, qemu) = if version.is_9() {
+                    ("pc-i440fx-10.1+pve0", "10.1.2")
+                } else {
+                    ("pc-i440fx-8.2+pve0", "8.2.2")
+                };
+                obj.insert("running-machine".into(), json!(machine));
+                obj.insert("running-qemu".into(), json!(qemu));
+            }
+            if version.is_9() {
+                obj.insert("memhost".into(), json!(if running { maxmem / 4 } else { 0 }));
+            }
+            if version.is_9() && running {
+                for k in [
+                    "pressurecpusome",
+                    "pressurecpufull",
+                    "pressureiosome",
+                    "pressureiofull",
+                    "pressurememorysome",
+                    "pressurememoryfull",
+                ] {
+                    obj.insert(k.into(), json!(0.0));
+                }
             }
             if let Some(l) = self.lock() {
                 obj.insert("lock".into(), json!(l));
@@ -440,4 +461,12 @@ impl Vm {
             .iter()
             .any(|d| self.os_disks.contains(d) && self.config.get(d).is_some_and(|v| !is_cdrom(v)))
     }
+}
+
+/// The VM owning a volume name (`vm-101-disk-0`, `base-100-disk-0`, linked
+/// `base-100-disk-0/vm-101-disk-0` → 101), as `parse_volname` reports it.
+pub fn volume_owner(volname: &str) -> Option<u32> {
+    let last = volname.rsplit('/').next()?;
+    let rest = last.strip_prefix("vm-").or_else(|| last.strip_prefix("base-"))?;
+    rest.split('-').next()?.parse().ok()
 }

@@ -163,3 +163,58 @@ impl Sim {
         self.wait_task(r.json["data"].as_str().expect("UPID")).await
     }
 }
+
+/// Requests with another `Authorization` header (another token, or a ticket cookie).
+pub struct As<'a> {
+    pub sim: &'a Sim,
+    pub auth: String,
+}
+
+impl Sim {
+    /// Requests as the API token `id` with `secret`.
+    pub fn as_token(&self, id: &str, secret: &str) -> As<'_> {
+        As {
+            sim: self,
+            auth: format!("PVEAPIToken={id}={secret}"),
+        }
+    }
+}
+
+impl As<'_> {
+    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Resp {
+        let mut r = self
+            .sim
+            .client
+            .request(method, format!("{}{path}", self.sim.base))
+            .header("Authorization", &self.auth);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        reduce(r.send().await.expect("request")).await
+    }
+
+    pub async fn get(&self, path: &str) -> Resp {
+        self.send(reqwest::Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Resp {
+        self.send(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    pub async fn put(&self, path: &str, body: Value) -> Resp {
+        self.send(reqwest::Method::PUT, path, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Resp {
+        self.send(reqwest::Method::DELETE, path, None).await
+    }
+}
+
+/// A simulator playing `version` (instant profile).
+pub async fn start_version(version: pve_sim::PveVersion) -> Sim {
+    start(SimConfig {
+        pve_version: Some(version),
+        ..SimConfig::default()
+    })
+    .await
+}

@@ -1,9 +1,18 @@
 //! Scenario files: the cluster a simulator starts with (YAML, deserialised with serde-saphyr).
 
+mod access;
+mod faults;
+mod timing;
+
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+pub use access::{AclSpec, HaGroupSpec};
+pub use faults::{EndpointFault, FaultSpec};
+pub use timing::{CloudInitResult, GuestSpec, LatencySpec, Profile};
+
+use crate::version::PveVersion;
 
 /// Errors while loading a scenario.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +37,9 @@ pub enum ScenarioError {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
+    /// The Proxmox VE release played: `"8.4"` (default) or `"9.1"`.
+    #[serde(default)]
+    pub version: PveVersion,
     /// Cluster name reported by `/cluster/status` (default `sim`).
     #[serde(default = "default_cluster_name")]
     pub cluster_name: String,
@@ -43,9 +55,10 @@ pub struct Scenario {
     /// Resource pools. When empty, any `pool` parameter is accepted; otherwise unknown pools give 403.
     #[serde(default)]
     pub pools: Vec<String>,
-    /// HA groups (`/cluster/ha/groups`); an HA resource may only name one of these.
+    /// HA groups (`/cluster/ha/groups`): names, or `{group, nodes, restricted, nofailback,
+    /// comment}`. On 9.x the HA manager migrates them to node-affinity rules (see the README).
     #[serde(default)]
-    pub ha_groups: Vec<String>,
+    pub ha_groups: Vec<HaGroupSpec>,
     /// PCI resource mappings (`/cluster/mapping/pci`): id → `map` entries
     /// (`node=pve1,path=0000:01:00.0,id=10de:1eb8`).
     #[serde(default)]
@@ -65,6 +78,14 @@ pub struct Scenario {
     /// The DHCP server and router advertisements of the guests' network.
     #[serde(default)]
     pub dhcp: DhcpSpec,
+    /// Custom roles: name → privileges (privileges the version played does not know are ignored,
+    /// as PVE ignores them in `user.cfg`).
+    #[serde(default)]
+    pub roles: BTreeMap<String, Vec<String>>,
+    /// ACL entries. When there is at least one, every request is checked against them (as the
+    /// version's schema says); without any, every authenticated user may do everything.
+    #[serde(default)]
+    pub acl: Vec<AclSpec>,
 }
 
 /// What guests with DHCP/SLAAC NICs get once booted (reported by `agent/network-get-interfaces`).
@@ -179,6 +200,10 @@ pub struct TokenSpec {
     /// Secret; generated at start when absent.
     #[serde(default)]
     pub secret: Option<String>,
+    /// Privilege separation (PVE's default): the token has the privileges of its own ACL entries
+    /// that its user also has. `false`: the token has its user's privileges.
+    #[serde(default = "default_true")]
+    pub privsep: bool,
 }
 
 impl std::fmt::Debug for UserSpec {
@@ -196,186 +221,8 @@ impl std::fmt::Debug for TokenSpec {
         f.debug_struct("TokenSpec")
             .field("name", &self.name)
             .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("privsep", &self.privsep)
             .finish()
-    }
-}
-
-/// Latency profile name.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Profile {
-    /// Tasks complete (nearly) immediately.
-    #[default]
-    Instant,
-    /// Durations close to real PVE (linked clone 2 s, full clone 20 s, start 3 s, agent 15 s).
-    Realistic,
-}
-
-/// Task and guest timings in milliseconds. Unset values come from the profile.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-#[serde(default, deny_unknown_fields)]
-pub struct LatencySpec {
-    /// Base profile.
-    pub profile: Profile,
-    /// Per task type overrides (`qmclone-linked`, `qmclone-full`, `qmstart`, `qmstop`, ...), milliseconds.
-    pub tasks: BTreeMap<String, u64>,
-    /// Time after start until the guest agent answers, milliseconds.
-    pub agent_ready_ms: Option<u64>,
-    /// Time after start until cloud-init is done, milliseconds.
-    pub cloud_init_done_ms: Option<u64>,
-    /// Time after creation during which `/cluster/resources` has no RRD data, milliseconds.
-    pub rrd_delay_ms: Option<u64>,
-}
-
-impl LatencySpec {
-    /// Duration of a task of the given type (`qmclone-linked` / `qmclone-full` for clones).
-    pub fn task(&self, kind: &str) -> Duration {
-        if let Some(ms) = self.tasks.get(kind) {
-            return Duration::from_millis(*ms);
-        }
-        let ms = match self.profile {
-            Profile::Instant => 0,
-            Profile::Realistic => match kind {
-                "qmclone-linked" => 2_000,
-                "qmclone-full" => 20_000,
-                "qmstart" => 3_000,
-                "qmshutdown" => 5_000,
-                "qmreboot" => 5_000,
-                "qmstop" | "qmreset" | "qmpause" | "qmresume" => 1_000,
-                "qmdestroy" => 2_000,
-                "qmconfig" => 300,
-                "resize" => 1_000,
-                "imgcopy" | "imgdel" => 1_000,
-                "qmsnapshot" | "qmdelsnapshot" => 2_000,
-                "qmtemplate" => 2_000,
-                _ => 500,
-            },
-        };
-        Duration::from_millis(ms)
-    }
-
-    /// Agent readiness delay after start.
-    pub fn agent_ready(&self) -> Duration {
-        Duration::from_millis(self.agent_ready_ms.unwrap_or(match self.profile {
-            Profile::Instant => 0,
-            Profile::Realistic => 15_000,
-        }))
-    }
-
-    /// Cloud-init completion delay after start.
-    pub fn cloud_init_done(&self) -> Duration {
-        Duration::from_millis(self.cloud_init_done_ms.unwrap_or(match self.profile {
-            Profile::Instant => 0,
-            Profile::Realistic => 45_000,
-        }))
-    }
-
-    /// RRD staleness window for freshly created VMs.
-    pub fn rrd_delay(&self) -> Duration {
-        Duration::from_millis(self.rrd_delay_ms.unwrap_or(match self.profile {
-            Profile::Instant => 0,
-            Profile::Realistic => 10_000,
-        }))
-    }
-}
-
-/// Final result `cloud-init status` reports once done.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum CloudInitResult {
-    /// `status: done`, exit 0.
-    #[default]
-    Done,
-    /// `status: error`, exit 1.
-    Error,
-    /// `status: done`, exit 2 (cloud-init 23.4+: recoverable errors; only the extended status says `degraded done`).
-    Degraded,
-}
-
-/// Simulated guest behaviour.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct GuestSpec {
-    /// Whether guests run a QEMU guest agent at all.
-    pub agent: bool,
-    /// What cloud-init ends with.
-    pub cloud_init: CloudInitResult,
-    /// Guests ignore ACPI/agent shutdown requests: `shutdown` fails with
-    /// `VM quit/powerdown failed - got timeout` unless `forceStop=1`.
-    pub ignore_shutdown: bool,
-}
-
-impl Default for GuestSpec {
-    fn default() -> Self {
-        Self {
-            agent: true,
-            cloud_init: CloudInitResult::Done,
-            ignore_shutdown: false,
-        }
-    }
-}
-
-/// Fault injection settings (deterministic under the server's seed).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-#[serde(default, deny_unknown_fields)]
-pub struct FaultSpec {
-    /// Per-endpoint faults.
-    pub endpoints: Vec<EndpointFault>,
-    /// Probability that a task fails (applied to every task).
-    pub task_failure_rate: f64,
-    /// Probability that a clone onto node-local storage fails with storage lock contention
-    /// while another clone onto the same storage is running.
-    pub storage_lock_contention: f64,
-    /// Delay every 401 by 3 s as PVE does.
-    pub auth_delay: bool,
-    /// Probability that a `qmstart` task fails although the VM ends up running (CAPMOX tolerates this).
-    pub start_fails_but_runs: f64,
-}
-
-/// A fault applied to one endpoint (or all, with `*`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct EndpointFault {
-    /// Endpoint key, `METHOD /path/{template}` (e.g. `POST /nodes/{node}/qemu/{vmid}/clone`), or `*`.
-    pub endpoint: String,
-    /// Probability of answering with an error.
-    #[serde(default)]
-    pub error_rate: f64,
-    /// HTTP status of injected errors.
-    #[serde(default = "default_fault_status")]
-    pub status: u16,
-    /// Message of injected errors.
-    #[serde(default = "default_fault_message")]
-    pub message: String,
-    /// Extra latency added to matching requests, milliseconds.
-    #[serde(default)]
-    pub latency_ms: u64,
-    /// Probability that `latency_ms` is added to a request (absent: every request).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency_rate: Option<f64>,
-    /// Probability that the connection is closed before the request is processed (nothing
-    /// happens; the client sees a dropped connection).
-    #[serde(default)]
-    pub drop_rate: f64,
-    /// Probability that the request is processed but the connection is closed before the answer
-    /// is sent (the change happened; the client never learns of it, e.g. a clone's UPID).
-    #[serde(default)]
-    pub drop_after_rate: f64,
-}
-
-impl Default for EndpointFault {
-    /// A fault on every endpoint (`*`) that does nothing until a rate or latency is set.
-    fn default() -> Self {
-        Self {
-            endpoint: "*".to_owned(),
-            error_rate: 0.0,
-            status: default_fault_status(),
-            message: default_fault_message(),
-            latency_ms: 0,
-            latency_rate: None,
-            drop_rate: 0.0,
-            drop_after_rate: 0.0,
-        }
     }
 }
 
@@ -393,12 +240,6 @@ fn default_storage_type() -> String {
 }
 fn default_storage_size() -> u64 {
     1024 * 1024 * 1024 * 1024
-}
-fn default_fault_status() -> u16 {
-    500
-}
-fn default_fault_message() -> String {
-    "injected fault".to_string()
 }
 
 fn default_cluster_name() -> String {
@@ -511,6 +352,7 @@ impl Default for Scenario {
                     tokens: vec![TokenSpec {
                         name: "capi".to_string(),
                         secret: None,
+                        privsep: true,
                     }],
                 },
             ],
@@ -518,6 +360,9 @@ impl Default for Scenario {
             guest: GuestSpec::default(),
             faults: FaultSpec::default(),
             dhcp: DhcpSpec::default(),
+            roles: BTreeMap::new(),
+            acl: Vec::new(),
+            version: PveVersion::default(),
         }
     }
 }
@@ -577,6 +422,20 @@ impl Scenario {
                 )));
             }
         }
+        for a in &self.acl {
+            if a.user.is_some() == a.token.is_some() {
+                return Err(ScenarioError::Invalid(format!(
+                    "ACL entry on {} needs exactly one of user and token",
+                    a.path
+                )));
+            }
+            if crate::access::normalize_path(&a.path).is_none() {
+                return Err(ScenarioError::Invalid(format!(
+                    "ACL entry: invalid path '{}'",
+                    a.path
+                )));
+            }
+        }
         Ok(())
     }
 }
@@ -597,6 +456,7 @@ mod tests {
 
     #[test]
     fn realistic_profile_durations() {
+        use std::time::Duration;
         let l = LatencySpec {
             profile: Profile::Realistic,
             ..LatencySpec::default()

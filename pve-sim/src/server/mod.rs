@@ -1,12 +1,15 @@
 //! The HTTP(S) server: transport, authentication, routing, parameter handling, faults, request log.
 
+mod faults;
+mod http;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ::http::{Method, Request, Response};
 use bytes::Bytes;
-use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -16,14 +19,17 @@ use serde_json::{Map, Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use self::faults::apply_faults;
+use self::http::{error_response, header, respond};
 use crate::api::{self, Ctx, Route};
 use crate::auth::{self, Identity};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::params::{Params, parse_urlencoded, percent_decode};
 use crate::scenario::Scenario;
 use crate::state::gate::Passage;
 use crate::state::{Cluster, SimState, StateError};
 use crate::tls::{self, TlsError};
+use crate::version::PveVersion;
 
 /// Maximum size of a non-upload body (PVE: 512 KiB).
 const MAX_POST: usize = 512 * 1024;
@@ -43,6 +49,8 @@ pub struct SimConfig {
     pub request_log: Option<PathBuf>,
     /// Seed for MACs, UUIDs, secrets and fault injection.
     pub seed: u64,
+    /// The Proxmox VE release to play; `None`: the scenario's `version` (default 8.4).
+    pub pve_version: Option<PveVersion>,
 }
 
 impl Default for SimConfig {
@@ -53,6 +61,7 @@ impl Default for SimConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             request_log: None,
             seed: 0x5eed,
+            pve_version: None,
         }
     }
 }
@@ -118,7 +127,11 @@ impl std::fmt::Debug for SimServer {
 impl SimServer {
     /// Builds the cluster, binds the listener and starts serving.
     pub async fn start(config: SimConfig) -> Result<Self, SimError> {
-        let cluster = Cluster::from_scenario(&config.scenario, config.seed)?;
+        let mut scenario = config.scenario.clone();
+        if let Some(v) = config.pve_version {
+            scenario.version = v;
+        }
+        let cluster = Cluster::from_scenario(&scenario, config.seed)?;
         let (token_id, token_secret) = cluster
             .tokens
             .iter()
@@ -169,6 +182,7 @@ impl SimServer {
             .as_ref()
             .map(|m| tokio_rustls::TlsAcceptor::from(m.config.clone()));
         let (stop, mut stopped) = watch::channel(false);
+        tokio::spawn(crate::state::statcache::run(state.clone(), stopped.clone()));
         let handle = tokio::spawn(async move {
             loop {
                 let accepted = tokio::select! {
@@ -277,58 +291,6 @@ where
     }
 }
 
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
-}
-
-/// Builds a response with PVE's headers and the given reason phrase.
-fn respond(
-    status: u16,
-    reason: Option<&str>,
-    body: Bytes,
-    content_type: Option<&str>,
-) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(body));
-    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let headers = resp.headers_mut();
-    headers.insert("server", http::HeaderValue::from_static("pve-api-daemon/3.0"));
-    headers.insert("cache-control", http::HeaderValue::from_static("max-age=0"));
-    headers.insert("pragma", http::HeaderValue::from_static("no-cache"));
-    if let Some(ct) = content_type
-        && let Ok(v) = http::HeaderValue::from_str(ct)
-    {
-        headers.insert("content-type", v);
-    }
-    if status >= 400 {
-        headers.insert("connection", http::HeaderValue::from_static("close"));
-    }
-    if let Some(reason) = reason
-        && !reason.contains(['\r', '\n'])
-        && let Ok(phrase) = hyper::ext::ReasonPhrase::try_from(reason.as_bytes().to_vec())
-    {
-        resp.extensions_mut().insert(phrase);
-    }
-    resp
-}
-
-fn error_response(err: &ApiError) -> Response<Full<Bytes>> {
-    match err.body {
-        ErrorBody::Empty => respond(err.status, Some(err.reason()), Bytes::new(), None),
-        ErrorBody::Text => respond(
-            err.status,
-            Some(err.reason()),
-            Bytes::from(err.message.clone()),
-            None,
-        ),
-        ErrorBody::Json => respond(
-            err.status,
-            Some(err.reason()),
-            Bytes::from(err.json_body().to_string()),
-            Some("application/json;charset=UTF-8"),
-        ),
-    }
-}
-
 /// Everything one request produces, for the response and the request log.
 struct Outcome {
     response: Response<Full<Bytes>>,
@@ -390,13 +352,11 @@ async fn process(shared: &Shared, req: Request<Incoming>) -> Option<Outcome> {
     if !api_path.starts_with('/') {
         return fail(ApiError::not_implemented("no such uri"), None, params);
     }
-    let segs: Vec<String> = api_path
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(|s| percent_decode(s, false))
-        .collect();
-    let seg_refs: Vec<&str> = segs.iter().map(String::as_str).collect();
-    let route = api::route(method.as_str(), &seg_refs);
+    // PVE unescapes the whole path, then splits it (so `%2F` separates segments too).
+    let decoded = percent_decode(api_path, false);
+    let seg_refs: Vec<&str> = decoded.split('/').filter(|s| !s.is_empty()).collect();
+    let version = shared.state.with(|c| c.version);
+    let route = api::route(method.as_str(), &seg_refs, version);
     let endpoint = route.as_ref().map(|r| r.key);
     let is_upload = endpoint == Some("POST /nodes/{node}/storage/{storage}/upload");
 
@@ -514,7 +474,7 @@ async fn process(shared: &Shared, req: Request<Incoming>) -> Option<Outcome> {
     if let Some(file) = &upload {
         logged.insert("upload".into(), json!(format!("<{} bytes>", file.data.len())));
     }
-    let ok = run_route(shared, &route, identity, params, upload);
+    let ok = run_route(shared, &route, identity, params, upload, version);
     if faults.drop_after {
         return None;
     }
@@ -547,60 +507,19 @@ fn run_route(
     identity: Option<Identity>,
     mut params: Map<String, Value>,
     upload: Option<api::storage::UploadFile>,
+    version: PveVersion,
 ) -> Result<api::Reply, ApiError> {
-    (route.validate)(&mut params)?;
+    let user = identity.as_ref().map(|i| i.id.clone()).unwrap_or_default();
+    // PVE checks the schema's permissions before it verifies the parameters.
+    shared
+        .state
+        .with(|c| crate::access::checks::check_endpoint(c, &user, route.key, &params))?;
+    (route.validate)(&mut params, version)?;
     let ctx = Ctx {
         state: shared.state.clone(),
-        user: identity.as_ref().map(|i| i.id.clone()).unwrap_or_default(),
+        user,
         upload,
+        version,
     };
     (route.handler)(&ctx, &Params(params))
-}
-
-/// What the injected faults decided for one request.
-#[derive(Default)]
-struct FaultOutcome {
-    /// Answer with this error instead of processing the request.
-    error: Option<ApiError>,
-    /// Close the connection without processing the request.
-    drop_before: bool,
-    /// Process the request, then close the connection without answering.
-    drop_after: bool,
-}
-
-/// Rolls the configured faults for one request (after waiting out any injected latency).
-async fn apply_faults(state: &SimState, key: &'static str) -> FaultOutcome {
-    let (latency, outcome) = state.with(|c| {
-        let faults: Vec<_> = c
-            .faults
-            .endpoints
-            .iter()
-            .filter(|f| f.endpoint == key || f.endpoint == "*")
-            .cloned()
-            .collect();
-        let mut latency = 0;
-        let mut out = FaultOutcome::default();
-        for f in faults {
-            if f.latency_ms > 0
-                && f.latency_rate
-                    .is_none_or(|p| c.fault_roll(&format!("latency {key}"), p))
-            {
-                latency += f.latency_ms;
-            }
-            if !out.drop_before && c.fault_roll(&format!("drop {key}"), f.drop_rate) {
-                out.drop_before = true;
-            }
-            if !out.drop_after && c.fault_roll(&format!("drop-after {key}"), f.drop_after_rate) {
-                out.drop_after = true;
-            }
-            if out.error.is_none() && c.fault_roll(key, f.error_rate) {
-                out.error = Some(ApiError::status(f.status, f.message.clone()));
-            }
-        }
-        (latency, out)
-    });
-    if latency > 0 {
-        tokio::time::sleep(Duration::from_millis(latency)).await;
-    }
-    outcome
 }
