@@ -35,6 +35,10 @@ pub fn target_version(api_version: &str, kind: &str) -> Option<&'static str> {
         ("controlplane.cluster.x-k8s.io/v1alpha2", "KamajiControlPlane" | "KamajiControlPlaneTemplate") => {
             Some("controlplane.cluster.x-k8s.io/v1alpha1")
         }
+        // The same version in both generations; only its machine template reference changes.
+        ("controlplane.cluster.x-k8s.io/v1alpha3", "TalosControlPlane") => {
+            Some("controlplane.cluster.x-k8s.io/v1alpha3")
+        }
         _ => None,
     }
 }
@@ -115,6 +119,10 @@ pub fn convert(root: &mut Node, kind: &str, target: &str, tokens: &Tokens) -> Re
         }
         "KubeadmConfig" => cx.kubeadm_config_spec(spec),
         "KamajiControlPlane" => kamaji(spec),
+        "TalosControlPlane" => match spec.get_mut("infrastructureTemplate").and_then(Node::as_map_mut) {
+            Some(r) => cx.api_version_field(r, "spec.infrastructureTemplate"),
+            None => Ok(()),
+        },
         "KamajiControlPlaneTemplate" => match spec
             .get_mut("template")
             .and_then(Node::as_map_mut)
