@@ -390,3 +390,115 @@ async fn every_flavor_of_both_generations_passes_its_clusterctl_and_api_server()
         );
     }
 }
+
+/// The installed version of our provider in clusterctl's inventory.
+fn installed_version(env: &TestEnv) -> String {
+    let (ok, out, err) = kubectl(
+        Some(env.kubeconfig_path()),
+        &[
+            "get",
+            "providers.clusterctl.cluster.x-k8s.io",
+            "-n",
+            "capmox-system",
+            "infrastructure-proxmox",
+            "-o",
+            "jsonpath={.version}",
+        ],
+        None,
+    );
+    assert!(ok, "reading clusterctl's inventory: {err}{out}");
+    out
+}
+
+/// The README's recipe with each clusterctl: `init` with the `latest` URL installs the newest
+/// release of the series of its contract, `clusterctl upgrade apply --infrastructure
+/// capmox-system/proxmox:<next patch>` moves to the next one, and `generate cluster` (version
+/// from the management cluster) writes that generation's objects. Real kube-apiserver only
+/// (clusterctl installs Deployments, RBAC and webhook configurations).
+#[tokio::test(flavor = "multi_thread")]
+async fn readme_recipe_init_and_upgrade_pick_the_series_of_their_contract() {
+    if !kubectl_present() {
+        eprintln!("skipped: kubectl not found on PATH");
+        return;
+    }
+    let (Some(_), Some(_), Some(stub)) = (
+        clusterctl("v1.10.2"),
+        clusterctl("v1.13.4"),
+        shared("tools/clusterctl/cert-manager-stub-crds.yaml"),
+    ) else {
+        return;
+    };
+    if testenv::real::binaries_from_env().is_none() {
+        eprintln!(
+            "skipped: clusterctl init needs the real kube-apiserver (KUBEBUILDER_ASSETS; make test-real)"
+        );
+        return;
+    }
+    let repo = LocalRepo::new(&["v0.10.0", "v0.11.0"]);
+    let mut values = template_values(NS);
+    values.remove("NAMESPACE");
+    for g in &GENERATIONS {
+        let bin = clusterctl(g.capi).unwrap();
+        let env = TestEnv::start().await.unwrap();
+        let kc = env.kubeconfig_path().to_string_lossy().into_owned();
+        tokio::task::block_in_place(|| {
+            let (ok, out, err) = kubectl(Some(env.kubeconfig_path()), &["apply", "-f", stub.to_str().unwrap()], None);
+            assert!(ok, "{out}{err}");
+            let init = [
+                "init",
+                "--core",
+                "cluster-api",
+                "--bootstrap",
+                "kubeadm",
+                "--control-plane",
+                "kubeadm",
+                "--infrastructure",
+                "proxmox",
+                "--kubeconfig",
+                kc.as_str(),
+            ];
+            let (ok, out, err) = repo.run(&bin, g.capi, &init, &BTreeMap::new());
+            assert!(ok, "clusterctl {} init: {err}{out}", g.capi);
+            let first = format!("{}.0", g.series);
+            assert_eq!(installed_version(&env), first, "clusterctl {} init", g.capi);
+
+            let next = format!("{}.1", g.series);
+            repo.add(&next);
+            let target = format!("capmox-system/proxmox:{next}");
+            let upgrade = [
+                "upgrade",
+                "apply",
+                "--infrastructure",
+                target.as_str(),
+                "--kubeconfig",
+                kc.as_str(),
+            ];
+            let (ok, out, err) = repo.run(&bin, g.capi, &upgrade, &BTreeMap::new());
+            assert!(ok, "clusterctl {} upgrade apply: {err}{out}", g.capi);
+            assert_eq!(installed_version(&env), next, "clusterctl {} upgrade apply", g.capi);
+
+            let generate = [
+                "generate",
+                "cluster",
+                "demo",
+                "--infrastructure",
+                "proxmox",
+                "--flavor",
+                "calico",
+                "--kubernetes-version",
+                "v1.33.1",
+                "--target-namespace",
+                NS,
+                "--kubeconfig",
+                kc.as_str(),
+            ];
+            let (ok, out, err) = repo.run(&bin, g.capi, &generate, &values);
+            assert!(ok, "clusterctl {} generate cluster: {err}{out}", g.capi);
+            of_generation("generate cluster after init", &documents(&out), g);
+            eprintln!(
+                "clusterctl {}: init installed {first}, upgrade apply moved to {next}, generate cluster wrote {} objects",
+                g.capi, g.capi_api
+            );
+        });
+    }
+}
