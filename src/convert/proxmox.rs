@@ -612,7 +612,31 @@ fn sparse_object(value: &Value, paths: &[String], tokens: &Tokens) -> Option<Str
         dst.as_object_mut()?
             .insert(keys[keys.len() - 1].to_owned(), src.clone());
     }
-    serde_json::to_string(&out).ok()
+    // The annotation must decode as a whole v1alpha2 object; the one required field a machine
+    // spec has is its network (no NIC restores nothing).
+    let machine_spec = match out["kind"].as_str() {
+        Some("ProxmoxMachine") => out.pointer_mut("/spec"),
+        Some("ProxmoxMachineTemplate") => out.pointer_mut("/spec/template/spec"),
+        _ => None,
+    };
+    if let Some(Value::Object(spec)) = machine_spec {
+        spec.entry("network")
+            .or_insert_with(|| serde_json::json!({"networkDevices": []}));
+    }
+    let mut decoded = out.clone();
+    decoded["metadata"] = serde_json::json!({});
+    let fits = match out["kind"].as_str() {
+        Some("ProxmoxCluster") => serde_json::from_value::<v1alpha2::ProxmoxCluster>(decoded).is_ok(),
+        Some("ProxmoxClusterTemplate") => {
+            serde_json::from_value::<v1alpha2::ProxmoxClusterTemplate>(decoded).is_ok()
+        }
+        Some("ProxmoxMachine") => serde_json::from_value::<v1alpha2::ProxmoxMachine>(decoded).is_ok(),
+        Some("ProxmoxMachineTemplate") => {
+            serde_json::from_value::<v1alpha2::ProxmoxMachineTemplate>(decoded).is_ok()
+        }
+        _ => false,
+    };
+    fits.then(|| serde_json::to_string(&out).ok()).flatten()
 }
 
 /// Prefixes the names of IP pool references whose family is known with a mark the object
