@@ -546,3 +546,6 @@ impl Cx<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
