@@ -14,7 +14,8 @@
 //! With the real kube-apiserver, the README's recipe runs too: `clusterctl init` with the `latest`
 //! URL picks the series of its own contract, `clusterctl upgrade apply --infrastructure
 //! capmox-system/proxmox:<next patch>` moves it, and `clusterctl generate cluster` then writes that
-//! generation's objects.
+//! generation's objects; and the README's swap: capmox v0.9.0 (its `config/` from
+//! `../shared/compat`) installed by clusterctl v1.13.4 is replaced by `upgrade apply` with ours.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod release_support;
@@ -116,6 +117,30 @@ impl LocalRepo {
             kubectl: "kubectl".into(),
         })
         .unwrap_or_else(|e| panic!("make release {version}: {e}"));
+    }
+
+    /// capmox v0.9.0 as its release would be: its `config/` rendered with its CRDs
+    /// (`../shared/compat/capmox-v0.9`) and its `metadata.yaml`; `false` when that is missing.
+    fn add_capmox(&self) -> bool {
+        let (Some(config), Some(crds), Some(metadata)) = (
+            shared("compat/capmox-v0.9/config"),
+            shared("compat/capmox-v0.9/crd"),
+            shared("compat/capmox-v0.9/metadata.yaml"),
+        ) else {
+            return false;
+        };
+        let tree = self.dir.path().join("capmox-tree");
+        copy_dir(&config, &tree.join("config"));
+        copy_dir(&crds, &tree.join("config/crd/bases"));
+        let out = self.base().join("infrastructure-proxmox/v0.9.0");
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(
+            out.join("infrastructure-components.yaml"),
+            kustomize(&tree.join("config/default")),
+        )
+        .unwrap();
+        std::fs::copy(metadata, out.join("metadata.yaml")).unwrap();
+        true
     }
 
     /// `clusterctl.yaml` pointing `proxmox` at the `latest` URL and CAPI's providers at
@@ -391,6 +416,38 @@ async fn every_flavor_of_both_generations_passes_its_clusterctl_and_api_server()
     }
 }
 
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::write(&target, std::fs::read(e.path()).unwrap()).unwrap();
+        }
+    }
+}
+
+/// The image of the manager Deployment.
+fn manager_image(env: &TestEnv) -> String {
+    let (ok, out, err) = kubectl(
+        Some(env.kubeconfig_path()),
+        &[
+            "get",
+            "deployment",
+            "-n",
+            "capmox-system",
+            "capmox-controller-manager",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[?(@.name==\"manager\")].image}",
+        ],
+        None,
+    );
+    assert!(ok, "{err}{out}");
+    out
+}
+
 /// The installed version of our provider in clusterctl's inventory.
 fn installed_version(env: &TestEnv) -> String {
     let (ok, out, err) = kubectl(
@@ -442,7 +499,11 @@ async fn readme_recipe_init_and_upgrade_pick_the_series_of_their_contract() {
         let env = TestEnv::start().await.unwrap();
         let kc = env.kubeconfig_path().to_string_lossy().into_owned();
         tokio::task::block_in_place(|| {
-            let (ok, out, err) = kubectl(Some(env.kubeconfig_path()), &["apply", "-f", stub.to_str().unwrap()], None);
+            let (ok, out, err) = kubectl(
+                Some(env.kubeconfig_path()),
+                &["apply", "-f", stub.to_str().unwrap()],
+                None,
+            );
             assert!(ok, "{out}{err}");
             let init = [
                 "init",
@@ -475,7 +536,12 @@ async fn readme_recipe_init_and_upgrade_pick_the_series_of_their_contract() {
             ];
             let (ok, out, err) = repo.run(&bin, g.capi, &upgrade, &BTreeMap::new());
             assert!(ok, "clusterctl {} upgrade apply: {err}{out}", g.capi);
-            assert_eq!(installed_version(&env), next, "clusterctl {} upgrade apply", g.capi);
+            assert_eq!(
+                installed_version(&env),
+                next,
+                "clusterctl {} upgrade apply",
+                g.capi
+            );
 
             let generate = [
                 "generate",
@@ -501,4 +567,58 @@ async fn readme_recipe_init_and_upgrade_pick_the_series_of_their_contract() {
             );
         });
     }
+
+    // Swapping an installed capmox v0.9 (CAPI >= v1.11) with the README's command.
+    if !repo.add_capmox() {
+        return;
+    }
+    let g = &GENERATIONS[1];
+    let bin = clusterctl(g.capi).unwrap();
+    let env = TestEnv::start().await.unwrap();
+    let kc = env.kubeconfig_path().to_string_lossy().into_owned();
+    tokio::task::block_in_place(|| {
+        let (ok, out, err) = kubectl(
+            Some(env.kubeconfig_path()),
+            &["apply", "-f", stub.to_str().unwrap()],
+            None,
+        );
+        assert!(ok, "{out}{err}");
+        let init = [
+            "init",
+            "--core",
+            "cluster-api",
+            "--bootstrap",
+            "kubeadm",
+            "--control-plane",
+            "kubeadm",
+            "--infrastructure",
+            "proxmox:v0.9.0",
+            "--kubeconfig",
+            kc.as_str(),
+        ];
+        let (ok, out, err) = repo.run(&bin, g.capi, &init, &BTreeMap::new());
+        assert!(ok, "clusterctl init of capmox v0.9.0: {err}{out}");
+        assert_eq!(installed_version(&env), "v0.9.0");
+        assert!(
+            manager_image(&env).contains("ionos-cloud"),
+            "{}",
+            manager_image(&env)
+        );
+        let target = "capmox-system/proxmox:v0.11.1";
+        let upgrade = [
+            "upgrade",
+            "apply",
+            "--infrastructure",
+            target,
+            "--kubeconfig",
+            kc.as_str(),
+        ];
+        let (ok, out, err) = repo.run(&bin, g.capi, &upgrade, &BTreeMap::new());
+        assert!(ok, "clusterctl upgrade apply over capmox: {err}{out}");
+        assert_eq!(installed_version(&env), "v0.11.1");
+        assert_eq!(manager_image(&env), "ghcr.io/capmox-rs/capmox-rs:v0.11.1");
+    });
+    eprintln!(
+        "clusterctl v1.13.4: capmox v0.9.0 swapped for v0.11.1 by `upgrade apply --infrastructure capmox-system/proxmox:v0.11.1`"
+    );
 }
