@@ -19,6 +19,7 @@ mod capi;
 mod capi_down;
 pub mod emit;
 mod proxmox;
+mod proxmox_down;
 mod tokens;
 pub mod tree;
 
@@ -263,14 +264,6 @@ pub fn convert_text_to(input: &str, file: &str, to: Generation) -> Result<Outcom
 /// address has a `:`, or (a clusterctl variable there) the variable or else the pool's name says
 /// IPv6 or IPv4 (`…IPV6…`, `…-v6-…`). Pools whose family is not clear are left out.
 fn ip_pool_families(input: &str) -> std::collections::BTreeMap<String, bool> {
-    fn family(text: &str) -> Option<bool> {
-        let t = text.to_ascii_lowercase();
-        match (t.contains("v6") || t.contains("inet6"), t.contains("v4")) {
-            (true, false) => Some(true),
-            (false, true) => Some(false),
-            _ => None,
-        }
-    }
     let mut out = std::collections::BTreeMap::new();
     for (_, chunk) in split_documents(input) {
         let (tokenized, tokens) = Tokens::tokenize(chunk);
@@ -286,13 +279,13 @@ fn ip_pool_families(input: &str) -> std::collections::BTreeMap<String, bool> {
             continue;
         };
         let name = tokens.restore(name);
-        let first = v
+        let raw = v
             .pointer("/spec/addresses/0")
             .or_else(|| v.pointer("/spec/addresses"))
             .and_then(|a| a.as_str())
-            .map(|a| tokens.restore(a))
             .unwrap_or_default();
-        let v6 = if first.contains("${") {
+        let first = tokens.restore(raw);
+        let v6 = if tokens.contains_token(raw) {
             family(&first).or_else(|| family(&name))
         } else if first.is_empty() {
             family(&name)
@@ -304,6 +297,16 @@ fn ip_pool_families(input: &str) -> std::collections::BTreeMap<String, bool> {
         }
     }
     out
+}
+
+/// Whether a name or variable says IPv6 (`Some(true)`) or IPv4 (`Some(false)`).
+fn family(text: &str) -> Option<bool> {
+    let t = text.to_ascii_lowercase();
+    match (t.contains("v6") || t.contains("inet6"), t.contains("v4")) {
+        (true, false) => Some(true),
+        (false, true) => Some(false),
+        _ => None,
+    }
 }
 
 /// One document to the v1beta1 generation: `None` when it needs no conversion.
