@@ -37,7 +37,8 @@ test-real:
 	fi
 
 ## e2e: end to end with the real CAPI core managers v1.13.4 and v1.10.2, the real kube-apiserver,
-## pve-sim and the capmox binary (tests/e2e_capi.rs; about two minutes once built)
+## pve-sim and the capmox binary, and CozyStack's Kamaji tenant node group on v1.10.2
+## (tests/e2e_capi.rs; about three minutes once built)
 e2e:
 	@missing=""; \
 	[ -x "$(ENVTEST_SETUP)" ] || missing="$(ENVTEST_SETUP)"; \
@@ -94,7 +95,8 @@ fmt:
 	$(CARGO) fmt --all
 
 ## release: $(OUT)/ with infrastructure-components.yaml (image $(IMG)), metadata.yaml, the cluster
-## templates, the ClusterClasses and the Cluster API Operator ConfigMap (needs kubectl)
+## templates and ClusterClasses (converted to CAPI v1beta1 / Proxmox v1alpha1 when the version's
+## series declares contract v1beta1) and the compressed Cluster API Operator ConfigMap (needs kubectl)
 release:
 	$(CARGO) run -q --bin capmox-release -- --release-version $(RELEASE_VERSION) --image $(IMG) --out $(OUT) --kubectl $(KUBECTL)
 

@@ -256,7 +256,7 @@ proptest! {
                 if let Some(v) = version.as_ref().filter(|v| !v.text.is_empty()) {
                     want.insert("kubernetes-version".into(), s(&v.text));
                 }
-                for (k, v) in [("proxmox_node", &node), ("zone", &zone), ("region", &region)] {
+                for (k, v) in [("proxmox_node", &node), ("zone", &node), ("network_zone", &zone), ("region", &region)] {
                     if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
                         want.insert(k.into(), s(v));
                     }
@@ -483,7 +483,7 @@ fn regression_line_breaks_survive_quoting() {
     let mut inp = input("n1", UUID, None, NetworkModel::default());
     inp.extra_metadata.zone = Some("zone a\nzone b\u{7f}".into());
     let doc = yaml(&render_metadata(&inp).unwrap());
-    assert_eq!(doc["zone"], s("zone a\nzone b\u{7f}"));
+    assert_eq!(doc["network_zone"], s("zone a\nzone b\u{7f}"));
 }
 
 /// MACs come from Proxmox: one carrying a line break added keys to `network-config` and lines to
@@ -572,7 +572,7 @@ fn pyyaml_reads_what_was_meant() {
         let want = json!({
             "instance-id": "2001-12-14", "local-hostname": "n1", "hostname": "n1",
             "provider-id": "proxmox://2001-12-14", "kubernetes-version": v,
-            "proxmox_node": format!("{v}\n{v}"), "zone": v,
+            "proxmox_node": format!("{v}\n{v}"), "zone": format!("{v}\n{v}"), "network_zone": v,
         });
         cases.push(json!({"doc": doc, "want": want}));
     }

@@ -1,7 +1,8 @@
 //! Cluster API's own ClusterClass webhook judges our ClusterClasses: the real core manager v1.13.4
 //! from `../shared/tools/capi` (ClusterTopology on) serves its webhooks to the real kube-apiserver,
 //! which calls them on a server-side dry-run. That checks what the CRD schema cannot: variable
-//! schemas, patch definitions and their `enabledIf` templates. Only with the real kube-apiserver
+//! schemas, patch definitions and their `enabledIf` templates. CAPI v1.10.2's webhook does the
+//! same for the v1beta1 ClusterClasses the v0.10.x release ships. Only with the real kube-apiserver
 //! (`KUBEBUILDER_ASSETS`): the in-tree server calls no admission webhooks.
 //!
 //! Then CAPI's topology controller builds a Cluster from `proxmox-clusterclass-v0.2.1`: the
@@ -28,8 +29,9 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Stops the manager (by its process handle) when the test ends, however it ends.
-struct Manager(Child);
+/// Stops the manager (by its process handle) when the test ends, however it ends; keeps its
+/// certificate folder until then.
+struct Manager(Child, #[allow(dead_code)] tempfile::TempDir);
 
 impl Drop for Manager {
     fn drop(&mut self) {
@@ -38,30 +40,31 @@ impl Drop for Manager {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn capis_cluster_class_webhook_accepts_our_cluster_classes() {
+/// The real CAPI core manager of `version` serving its webhooks to the real kube-apiserver with
+/// CAPI's CRDs of that release; `None` after one line saying what is missing.
+async fn start_capi(version: &str) -> Option<(TestEnv, Manager)> {
     if !kubectl_present() {
         eprintln!("skipped: kubectl not found on PATH");
-        return;
+        return None;
     }
     let (Some(setup), Some(crds), Some(webhooks)) = (
         shared("tools/capi/setup.sh"),
-        shared("tools/capi/crd-v1.13.4"),
-        shared("tools/capi/webhook-v1.13.4/manifests.yaml"),
+        shared(&format!("tools/capi/crd-{version}")),
+        shared(&format!("tools/capi/webhook-{version}/manifests.yaml")),
     ) else {
-        return;
+        return None;
     };
     let env = TestEnv::start().await.unwrap();
     if !env.is_real() {
         eprintln!(
             "skipped: needs the real kube-apiserver (KUBEBUILDER_ASSETS); the in-tree server calls no webhooks"
         );
-        return;
+        return None;
     }
-    let unpacked = Command::new(&setup).arg("v1.13.4").output().unwrap();
+    let unpacked = Command::new(&setup).arg(version).output().unwrap();
     if !unpacked.status.success() {
         eprintln!("skipped: {}", String::from_utf8_lossy(&unpacked.stderr).trim());
-        return;
+        return None;
     }
     let binary = String::from_utf8(unpacked.stdout).unwrap().trim().to_owned();
     env.install_crds_from_path(&crds).await.unwrap();
@@ -72,7 +75,7 @@ async fn capis_cluster_class_webhook_accepts_our_cluster_classes() {
     std::fs::write(dir.path().join("tls.key"), &certs.serving_key_pem).unwrap();
     let port = free_port();
     let log = std::fs::File::create(dir.path().join("capi-manager.log")).unwrap();
-    let _manager = Manager(
+    let manager = Manager(
         Command::new(&binary)
             .arg("--kubeconfig")
             .arg(env.kubeconfig_path())
@@ -88,6 +91,7 @@ async fn capis_cluster_class_webhook_accepts_our_cluster_classes() {
             .stderr(log)
             .spawn()
             .unwrap(),
+        dir,
     );
     testenv::wait_for(120, "the CAPI webhook server", || async move {
         tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -107,21 +111,27 @@ async fn capis_cluster_class_webhook_accepts_our_cluster_classes() {
         }
     }
     let kc = env.kubeconfig_path().to_owned();
-    let run = |args: &[&str], stdin: Option<String>| {
-        let kc = kc.clone();
-        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        tokio::task::block_in_place(move || {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            kubectl(Some(&kc), &args, stdin.as_deref())
-        })
-    };
-    let (ok, out, err) = run(&["apply", "-f", "-"], Some(to_yaml_stream(&configs)));
+    let (ok, out, err) = tokio::task::block_in_place(|| {
+        kubectl(Some(&kc), &["apply", "-f", "-"], Some(&to_yaml_stream(&configs)))
+    });
     assert!(ok, "{out}{err}");
-    let (ok, out, err) = run(&["create", "namespace", "classes"], None);
+    let (ok, out, err) =
+        tokio::task::block_in_place(|| kubectl(Some(&kc), &["create", "namespace", "classes"], None));
     assert!(ok, "{out}{err}");
+    Some((env, manager))
+}
 
+/// Runs kubectl against `env`.
+fn run_in(env: &TestEnv, args: &[&str], stdin: Option<String>) -> (bool, String, String) {
+    tokio::task::block_in_place(|| kubectl(Some(env.kubeconfig_path()), args, stdin.as_deref()))
+}
+
+/// CAPI's webhook judges each ClusterClass of `files` (`(name, text)`): a broken patch condition
+/// is refused (the webhook is in the loop), the class as written is accepted.
+fn judge_classes(env: &TestEnv, files: &[(String, String)]) -> usize {
     let dry_run = |docs: Vec<Value>| {
-        run(
+        run_in(
+            env,
             &[
                 "apply",
                 "--server-side",
@@ -136,17 +146,12 @@ async fn capis_cluster_class_webhook_accepts_our_cluster_classes() {
         )
     };
     let mut checked = 0;
-    for t in capmox::packaging::release::template_files(&repo()).unwrap() {
-        let name = t.file_name().unwrap().to_string_lossy().into_owned();
-        if !name.starts_with("clusterclass-") {
-            continue;
-        }
-        let classes: Vec<Value> = documents(&std::fs::read_to_string(&t).unwrap())
+    for (name, text) in files {
+        let classes: Vec<Value> = documents(text)
             .into_iter()
             .filter(|d| d["kind"] == "ClusterClass")
             .collect();
         assert_eq!(classes.len(), 1, "{name}");
-        // The webhook is in the loop: a broken patch condition is refused.
         let mut broken = classes[0].clone();
         broken["spec"]["patches"][0]["enabledIf"] = Value::from("{{ if .allowedNodes }}true{{ end ");
         let (ok, _, err) = dry_run(vec![broken]);
@@ -155,7 +160,50 @@ async fn capis_cluster_class_webhook_accepts_our_cluster_classes() {
         assert!(ok, "{name}: CAPI's webhook refused it:\n{err}{out}");
         checked += 1;
     }
-    assert_eq!(checked, 3);
+    checked
+}
+
+/// The ClusterClass files of `templates/`, as a series of `contract` ships them.
+fn class_files(contract: &str) -> Vec<(String, String)> {
+    capmox::packaging::release::template_files(&repo())
+        .unwrap()
+        .into_iter()
+        .filter_map(|t| {
+            let name = t.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("clusterclass-").then(|| {
+                let text = std::fs::read_to_string(&t).unwrap();
+                let text = capmox::packaging::release::template_for_contract(&text, &name, contract).unwrap();
+                (name, text)
+            })
+        })
+        .collect()
+}
+
+/// CAPI v1.10.2's own ClusterClass webhook judges the v1beta1 ClusterClasses the v0.10.x release
+/// ships (made from `templates/` by the converter run in reverse).
+#[tokio::test(flavor = "multi_thread")]
+async fn capi_v1_10s_cluster_class_webhook_accepts_our_v1beta1_cluster_classes() {
+    let Some((env, _manager)) = start_capi("v1.10.2").await else {
+        return;
+    };
+    assert_eq!(judge_classes(&env, &class_files("v1beta1")), 3);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn capis_cluster_class_webhook_accepts_our_cluster_classes() {
+    let Some((env, _manager)) = start_capi("v1.13.4").await else {
+        return;
+    };
+    assert_eq!(judge_classes(&env, &class_files("v1beta2")), 3);
+    let kc = env.kubeconfig_path().to_owned();
+    let run = |args: &[&str], stdin: Option<String>| {
+        let kc = kc.clone();
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        tokio::task::block_in_place(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            kubectl(Some(&kc), &args, stdin.as_deref())
+        })
+    };
 
     // A Cluster of the class, reconciled by CAPI's topology controller.
     let mut crds = capmox_api::crd::all().unwrap();

@@ -393,7 +393,27 @@ fn release_folder_has_everything_clusterctl_and_the_operator_need() {
         cm["metadata"]["labels"]["provider.cluster.x-k8s.io/version"],
         "v0.11.0"
     );
-    assert_eq!(cm["data"]["components"], components.as_str());
+    // Compressed the way the Cluster API Operator reads it: gzip in binaryData, metadata in data.
+    assert_eq!(
+        cm["metadata"]["annotations"]["provider.cluster.x-k8s.io/compressed"],
+        "true"
+    );
+    assert!(cm["data"].get("components").is_none());
+    let packed = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD
+            .decode(cm["binaryData"]["components"].as_str().unwrap())
+            .unwrap()
+    };
+    let mut unpacked = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&packed[..]), &mut unpacked).unwrap();
+    assert_eq!(unpacked, components);
+    assert!(
+        packed.len() * 4 < components.len(),
+        "gzip keeps the ConfigMap small ({} of {} bytes)",
+        packed.len(),
+        components.len()
+    );
     assert_eq!(
         cm["data"]["metadata"],
         std::fs::read_to_string(repo().join("metadata.yaml"))

@@ -130,7 +130,8 @@ async fn install_crds(env: &TestEnv) {
         crd(permissive_crd(
             "controlplane.cluster.x-k8s.io",
             "KamajiControlPlane",
-            &["v1alpha1"],
+            // Kamaji >= v0.20 (CAPI v1beta2) serves only v1alpha2: what templates/ writes.
+            &["v1alpha2"],
             true,
         )),
         crd(permissive_crd(

@@ -1,5 +1,12 @@
 //! NoCloud `meta-data`, byte for byte as capmox renders it for the values Kubernetes and Proxmox
 //! produce (others are quoted or refused, see [`super::safe`]), plus optional additive keys.
+//!
+//! The additive keys say where the machine runs the way the Proxmox cloud controller manager and
+//! CSI plugin name it (sergelogvinov's; they label Nodes `topology.kubernetes.io/region` = the
+//! Proxmox cluster, `topology.kubernetes.io/zone` = the Proxmox node): `region` and `zone` carry
+//! those two values, so a kubelet `--node-labels` built from them (the `proxmox-labels` flavor,
+//! or capmox's own copy of it) agrees with what the CCM writes. The machine's network zone has its
+//! own key, `network_zone`.
 
 use super::error::BootstrapError;
 use super::model::MachineBootstrapInput;
@@ -14,7 +21,8 @@ use super::safe::{check_identity, is_canonical_uuid, yaml_scalar};
 /// provider-id: proxmox://<uuid>      (only with providerIDInjection)
 /// kubernetes-version: <version>      (only when the Machine has one)
 /// proxmox_node: <node>               (additive, only when set)
-/// zone: <zone>                       (additive, only when set)
+/// zone: <node>                       (additive: the Proxmox node, as the CCM/CSI name zones)
+/// network_zone: <network zone>       (additive, only when set)
 /// region: <proxmox cluster name>     (additive, only when set)
 /// ```
 pub fn render_metadata(input: &MachineBootstrapInput) -> Result<String, BootstrapError> {
@@ -44,7 +52,8 @@ pub fn render_metadata(input: &MachineBootstrapInput) -> Result<String, Bootstra
     let extra = &input.extra_metadata;
     for (key, value) in [
         ("proxmox_node", &extra.proxmox_node),
-        ("zone", &extra.zone),
+        ("zone", &extra.proxmox_node),
+        ("network_zone", &extra.zone),
         ("region", &extra.region),
     ] {
         if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
@@ -79,7 +88,9 @@ mod tests {
         };
         let out = render_metadata(&input).unwrap();
         assert!(
-            out.ends_with("hostname: m1\nproxmox_node: pve2\nzone: zone-b\nregion: pve-cluster\n"),
+            out.ends_with(
+                "hostname: m1\nproxmox_node: pve2\nzone: pve2\nnetwork_zone: zone-b\nregion: pve-cluster\n"
+            ),
             "{out}"
         );
         let mut no_region = input;

@@ -76,9 +76,10 @@ impl fmt::Debug for BootstrapData {
 /// Additive meta-data keys capmox does not render (its `proxmox-labels` template expects them).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExtraMetadata {
-    /// `proxmox_node`: the Proxmox node the VM runs on.
+    /// The Proxmox node the VM runs on: meta-data `proxmox_node` and `zone` (the Proxmox CCM and
+    /// CSI call a node a zone: `topology.kubernetes.io/zone`).
     pub proxmox_node: Option<String>,
-    /// `zone`: the machine's network zone.
+    /// The machine's network zone: meta-data `network_zone`.
     pub zone: Option<String>,
     /// `region`: the Proxmox cluster's name (what the Proxmox CCM/CSI call a region:
     /// `topology.kubernetes.io/region`); absent for a node that is not in a cluster.

@@ -536,13 +536,13 @@ fn take_timeouts(m: &mut Map) -> Map {
     taken
 }
 
-fn with_comments(mut e: Entry, c: Comments) -> Entry {
+pub(super) fn with_comments(mut e: Entry, c: Comments) -> Entry {
     e.comments = c;
     e
 }
 
 /// Removes `key` and returns it as a mapping (empty when absent or not a mapping).
-fn take_map(m: &mut Map, key: &str) -> Map {
+pub(super) fn take_map(m: &mut Map, key: &str) -> Map {
     match m.remove(key).map(|e| e.value) {
         Some(Node::Map(x)) => x,
         _ => Map::default(),

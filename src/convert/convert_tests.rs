@@ -355,6 +355,7 @@ fn in_place_with_backup() {
     run(&ConvertArgs {
         filenames: vec![file.clone()],
         in_place: Some(".bak".into()),
+        ..ConvertArgs::default()
     })
     .unwrap();
     let converted = std::fs::read_to_string(&file).unwrap();
@@ -373,7 +374,8 @@ fn in_place_with_backup() {
     assert!(matches!(
         run(&ConvertArgs {
             filenames: vec![],
-            in_place: Some(String::new())
+            in_place: Some(String::new()),
+            ..ConvertArgs::default()
         }),
         Err(ConvertError::InPlaceWithoutFiles)
     ));

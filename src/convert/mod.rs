@@ -9,10 +9,17 @@
 //! uses (`capmox_api::conversion`); what v1alpha2 cannot express is reported. A Proxmox object
 //! that cannot be converted is an error; a CAPI object is left at v1beta1 (which CAPI still
 //! serves) with a warning.
+//!
+//! [`convert_text_to`] with [`Generation::V1beta1`] runs it the other way: v1alpha2 → v1alpha1,
+//! CAPI v1beta2 → v1beta1 (ClusterClasses included) and KamajiControlPlane v1alpha2 → v1alpha1 —
+//! how `make release` makes the templates of a v1beta1-contract series (CAPI v1.10) from the
+//! v1beta2 ones in `templates/`. There anything that cannot be expressed is an error.
 
 mod capi;
+mod capi_down;
 pub mod emit;
 mod proxmox;
+mod proxmox_down;
 mod tokens;
 pub mod tree;
 
@@ -33,6 +40,10 @@ pub struct ConvertArgs {
     #[arg(short = 'i', long = "in-place", value_name = "SUFFIX", num_args = 0..=1,
           require_equals = true, default_missing_value = "")]
     pub in_place: Option<String>,
+    /// The generation to write: v1beta2 (CAPI >= v1.11, Proxmox kinds v1alpha2) or v1beta1
+    /// (CAPI v1.10, Proxmox kinds and KamajiControlPlane v1alpha1).
+    #[arg(long = "to", value_enum, default_value_t = Generation::V1beta2)]
+    pub to: Generation,
 }
 
 /// Rewrites `-i<suffix>` after the `convert` subcommand into `--in-place=<suffix>`: the long
@@ -114,8 +125,30 @@ fn split_documents(input: &str) -> Vec<(usize, &str)> {
     chunks
 }
 
+/// The contract generation a conversion writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Generation {
+    /// CAPI v1beta2 (CAPI >= v1.11), Proxmox kinds v1alpha2: what `capmox convert` writes.
+    #[default]
+    #[value(name = "v1beta2")]
+    V1beta2,
+    /// CAPI v1beta1 (CAPI v1.10), Proxmox kinds v1alpha1, KamajiControlPlane v1alpha1.
+    #[value(name = "v1beta1")]
+    V1beta1,
+}
+
 /// Converts the manifests in `input` (`file` names them in messages).
 pub fn convert_text(input: &str, file: &str) -> Result<Outcome, ConvertError> {
+    convert_text_to(input, file, Generation::V1beta2)
+}
+
+/// Converts the manifests in `input` to the objects of generation `to`.
+pub fn convert_text_to(input: &str, file: &str, to: Generation) -> Result<Outcome, ConvertError> {
+    let pool_v6 = if to == Generation::V1beta1 {
+        ip_pool_families(input)
+    } else {
+        Default::default()
+    };
     let mut output = String::with_capacity(input.len());
     let mut warnings = Vec::new();
     for (index, (line, chunk)) in split_documents(input).into_iter().enumerate() {
@@ -165,6 +198,19 @@ pub fn convert_text(input: &str, file: &str) -> Result<Outcome, ConvertError> {
             .unwrap_or_default();
         let what = format!(" {kind}/{name}");
         let prefix = format!("{file}: document {} {kind}/{name}", index + 1);
+        if to == Generation::V1beta1 {
+            let converted = down(&doc, &tokens, &api_version, &kind, &pool_v6)
+                .map_err(|m| fail(what.clone(), tokens.restore(&m)))?;
+            match converted {
+                Some((d, w)) => {
+                    warnings.extend(w.iter().map(|w| format!("{prefix}: {}", tokens.restore(w))));
+                    output.push_str(separator);
+                    output.push_str(&tokens.restore(&emit::emit(&d)));
+                }
+                None => output.push_str(chunk),
+            }
+            continue;
+        }
         let converted =
             if api_version == capmox_api::v1alpha1::API_VERSION && proxmox::KINDS.contains(&kind.as_str()) {
                 let c = proxmox::convert(&doc, &tokens, &kind)
@@ -214,6 +260,83 @@ pub fn convert_text(input: &str, file: &str) -> Result<Outcome, ConvertError> {
     Ok(Outcome { output, warnings })
 }
 
+/// The in-cluster IP pools defined in `input` (by name): whether each is IPv6 — its first
+/// address has a `:`, or (a clusterctl variable there) the variable or else the pool's name says
+/// IPv6 or IPv4 (`…IPV6…`, `…-v6-…`). Pools whose family is not clear are left out.
+fn ip_pool_families(input: &str) -> std::collections::BTreeMap<String, bool> {
+    let mut out = std::collections::BTreeMap::new();
+    for (_, chunk) in split_documents(input) {
+        let (tokenized, tokens) = Tokens::tokenize(chunk);
+        let Ok(Some(doc)) = tree::parse_document(&tokenized) else {
+            continue;
+        };
+        let kind = doc.root.get_path(&["kind"]).and_then(Node::as_str).unwrap_or("");
+        if !matches!(kind, "InClusterIPPool" | "GlobalInClusterIPPool") {
+            continue;
+        }
+        let v = tree::to_value(&doc.root);
+        let Some(name) = v.pointer("/metadata/name").and_then(|n| n.as_str()) else {
+            continue;
+        };
+        let name = tokens.restore(name);
+        let raw = v
+            .pointer("/spec/addresses/0")
+            .or_else(|| v.pointer("/spec/addresses"))
+            .and_then(|a| a.as_str())
+            .unwrap_or_default();
+        let first = tokens.restore(raw);
+        let v6 = if tokens.contains_token(raw) {
+            family(&first).or_else(|| family(&name))
+        } else if first.is_empty() {
+            family(&name)
+        } else {
+            Some(first.contains(':'))
+        };
+        if let Some(v6) = v6 {
+            out.insert(name, v6);
+        }
+    }
+    out
+}
+
+/// Whether a name or variable says IPv6 (`Some(true)`) or IPv4 (`Some(false)`).
+fn family(text: &str) -> Option<bool> {
+    let t = text.to_ascii_lowercase();
+    match (t.contains("v6") || t.contains("inet6"), t.contains("v4")) {
+        (true, false) => Some(true),
+        (false, true) => Some(false),
+        _ => None,
+    }
+}
+
+/// One document to the v1beta1 generation: `None` when it needs no conversion.
+fn down(
+    doc: &tree::Document,
+    tokens: &Tokens,
+    api_version: &str,
+    kind: &str,
+    pool_v6: &std::collections::BTreeMap<String, bool>,
+) -> Result<Option<(tree::Document, Vec<String>)>, String> {
+    if api_version == capmox_api::v1alpha2::API_VERSION && proxmox::KINDS.contains(&kind) {
+        let c = proxmox::convert_to(doc, tokens, kind, proxmox::Target::V1alpha1, pool_v6)?;
+        let mut d = c.doc;
+        if let Some(Node::Scalar(s)) = d.root.as_map_mut().and_then(|m| m.get_mut("apiVersion")) {
+            s.text = capmox_api::v1alpha1::API_VERSION.to_owned();
+            s.style = Style::Auto;
+        }
+        return Ok(Some((d, c.warnings)));
+    }
+    if let Some(target) = capi_down::target_version(api_version, kind) {
+        let mut d = doc.clone();
+        capi_down::convert(&mut d.root, kind, target, tokens)?;
+        return Ok(Some((d, Vec::new())));
+    }
+    if capi_down::is_v1beta2_generation(api_version) {
+        return Err(format!("{api_version} {kind} has no v1beta1 conversion here"));
+    }
+    Ok(None)
+}
+
 /// Runs `capmox convert`: warnings go to standard error.
 pub fn run(args: &ConvertArgs) -> Result<(), ConvertError> {
     let stderr = |w: &str| eprintln!("warning: {w}");
@@ -228,7 +351,7 @@ pub fn run(args: &ConvertArgs) -> Result<(), ConvertError> {
                 path: "<stdin>".into(),
                 source,
             })?;
-        let out = convert_text(&input, "<stdin>")?;
+        let out = convert_text_to(&input, "<stdin>", args.to)?;
         out.warnings.iter().for_each(|w| stderr(w));
         return write_stdout(&out.output);
     }
@@ -240,7 +363,7 @@ pub fn run(args: &ConvertArgs) -> Result<(), ConvertError> {
             source,
         };
         let input = std::fs::read_to_string(path).map_err(io)?;
-        let out = convert_text(&input, &shown)?;
+        let out = convert_text_to(&input, &shown, args.to)?;
         out.warnings.iter().for_each(|w| stderr(w));
         match &args.in_place {
             Some(suffix) => write_in_place(path, &input, &out.output, suffix)?,

@@ -1,7 +1,8 @@
-//! v1alpha1 → v1alpha2 for the four Proxmox kinds: the object conversion of `capmox_api`
-//! applied to the document's value, with clusterctl variables in integer and list fields turned
-//! into values of the field's type first (the v1alpha1 CRD schema says which) and back afterwards,
-//! and the source's key order, comments and styles grafted onto the result.
+//! v1alpha1 → v1alpha2 (and back, for the v1beta1-contract release) for the four Proxmox kinds:
+//! the object conversion of `capmox_api` applied to the document's value, with clusterctl
+//! variables in integer and list fields turned into values of the field's type first (the source
+//! version's CRD schema says which) and back afterwards, and the source's key order, comments and
+//! styles grafted onto the result.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -12,6 +13,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::proxmox_down::{
+    apply_machine_defaults, mark_pool_families, remap_source_down, sparse_object, unmark_pool_families,
+};
 use super::tokens::Tokens;
 use super::tree::{self, Document, Entry, Item, Node, Seq, Style};
 
@@ -53,36 +57,86 @@ impl Stand {
     }
 }
 
-fn schemas() -> &'static Result<BTreeMap<String, Value>, String> {
-    static SCHEMAS: OnceLock<Result<BTreeMap<String, Value>, String>> = OnceLock::new();
+/// CRD schemas by (version, kind).
+type Schemas = BTreeMap<(String, String), Value>;
+
+/// The CRD schemas of the four kinds, by (version, kind).
+fn schemas() -> &'static Result<Schemas, String> {
+    static SCHEMAS: OnceLock<Result<Schemas, String>> = OnceLock::new();
     SCHEMAS.get_or_init(|| {
         let crds = capmox_api::crd::all().map_err(|e| e.to_string())?;
         let mut out = BTreeMap::new();
         for crd in crds {
-            let v1 = crd
-                .spec
-                .versions
-                .iter()
-                .find(|v| v.name == "v1alpha1")
-                .and_then(|v| v.schema.as_ref())
-                .and_then(|s| s.open_api_v3_schema.as_ref())
-                .map(serde_json::to_value)
-                .transpose()
-                .map_err(|e| e.to_string())?;
-            if let Some(schema) = v1 {
-                out.insert(crd.spec.names.kind.clone(), schema);
+            for v in &crd.spec.versions {
+                let schema = v
+                    .schema
+                    .as_ref()
+                    .and_then(|s| s.open_api_v3_schema.as_ref())
+                    .map(serde_json::to_value)
+                    .transpose()
+                    .map_err(|e| e.to_string())?;
+                if let Some(schema) = schema {
+                    out.insert((v.name.clone(), crd.spec.names.kind.clone()), schema);
+                }
             }
         }
         Ok(out)
     })
 }
 
+/// Which way a document goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// v1alpha1 → v1alpha2 (`capmox convert`).
+    V1alpha2,
+    /// v1alpha2 → v1alpha1 (the templates of a v1beta1-contract release).
+    V1alpha1,
+}
+
+impl Target {
+    fn source(self) -> &'static str {
+        match self {
+            Target::V1alpha2 => "v1alpha1",
+            Target::V1alpha1 => "v1alpha2",
+        }
+    }
+
+    /// The apiVersion documents are converted to.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Target::V1alpha2 => v1alpha2::API_VERSION,
+            Target::V1alpha1 => v1alpha1::API_VERSION,
+        }
+    }
+
+    fn source_api_version(self) -> &'static str {
+        match self {
+            Target::V1alpha2 => v1alpha1::API_VERSION,
+            Target::V1alpha1 => v1alpha2::API_VERSION,
+        }
+    }
+}
+
 /// Converts one v1alpha1 document of `kind`.
 pub fn convert(doc: &Document, tokens: &Tokens, kind: &str) -> Result<Converted, String> {
+    convert_to(doc, tokens, kind, Target::V1alpha2, &BTreeMap::new())
+}
+
+/// Converts one document of `kind` in the other version to `target`. `pool_v6` says of the IP
+/// pools defined beside it (by name) whether they are IPv6: going down, a NIC's pool list splits
+/// into v1alpha1's `ipv4PoolRef`/`ipv6PoolRef` by that.
+pub fn convert_to(
+    doc: &Document,
+    tokens: &Tokens,
+    kind: &str,
+    target: Target,
+    pool_v6: &BTreeMap<String, bool>,
+) -> Result<Converted, String> {
     let schemas = schemas().as_ref().map_err(Clone::clone)?;
+    let from = target.source();
     let schema = schemas
-        .get(kind)
-        .ok_or_else(|| format!("no v1alpha1 schema for {kind}"))?;
+        .get(&(from.to_owned(), kind.to_owned()))
+        .ok_or_else(|| format!("no {from} schema for {kind}"))?;
     let mut warnings = Vec::new();
     let mut value = tree::to_value(&doc.root);
     let mut stand = Stand::default();
@@ -98,23 +152,48 @@ pub fn convert(doc: &Document, tokens: &Tokens, kind: &str) -> Result<Converted,
              convert the manifest it was created from instead"
         ));
     }
-    check_known_fields(kind, &value)?;
+    check_known_fields(kind, &value, target)?;
+    if target == Target::V1alpha1 {
+        apply_machine_defaults(kind, &mut value);
+        mark_pool_families(&mut value, pool_v6);
+    }
     let input_status = value
         .as_object_mut()
         .and_then(|o| o.remove("status"))
         .filter(|s| !is_empty(s));
-    let mut hub = convert_value(value.clone(), v1alpha2::API_VERSION).map_err(|e| e.to_string())?;
+    let mut hub = convert_value(value.clone(), target.api_version()).map_err(|e| e.to_string())?;
 
     // The conversion-data annotation is for the API server's round trips; offline, report
-    // what v1alpha2 cannot express instead.
+    // what the target version cannot express instead.
     if remove_conversion_data(&mut hub, &value) {
-        let down = convert_value(hub.clone(), v1alpha1::API_VERSION).map_err(|e| e.to_string())?;
+        let down = convert_value(hub.clone(), target.source_api_version()).map_err(|e| e.to_string())?;
         let mut lost = Vec::new();
         diff_paths(&value, &down, "", &mut lost);
         lost.retain(|p| !p.starts_with(".metadata") && !p.starts_with(".status"));
+        // Going down, what v1alpha1 cannot hold rides in the conversion-data annotation our
+        // conversion webhook reads (only the lost fields, literal values: a sparse object).
+        if target == Target::V1alpha1
+            && !lost.is_empty()
+            && let Some(sparse) = sparse_object(&value, &lost, tokens)
+        {
+            let meta = hub.as_object_mut().map(|o| {
+                o.entry("metadata")
+                    .or_insert_with(|| Value::Object(Default::default()))
+            });
+            if let Some(Value::Object(meta)) = meta {
+                let ann = meta
+                    .entry("annotations")
+                    .or_insert_with(|| Value::Object(Default::default()));
+                if let Some(ann) = ann.as_object_mut() {
+                    ann.insert(CONVERSION_DATA.to_owned(), Value::String(sparse));
+                    lost.clear();
+                }
+            }
+        }
         if !lost.is_empty() {
             warnings.push(format!(
-                "v1alpha2 cannot express all of this object; converting back would differ at: {}",
+                "{} cannot express all of this object; converting back would differ at: {}",
+                target.api_version().rsplit('/').next().unwrap_or_default(),
                 lost.iter()
                     .map(|p| p.trim_start_matches('.').to_owned())
                     .collect::<Vec<_>>()
@@ -125,13 +204,17 @@ pub fn convert(doc: &Document, tokens: &Tokens, kind: &str) -> Result<Converted,
     if let Some(o) = hub.as_object_mut() {
         o.remove("status");
     }
+    unmark_pool_families(&mut hub);
     if input_status.is_some() {
         warnings.push("status dropped (the API server sets it)".into());
     }
     restore_stand_ins(&mut hub, &stand);
 
     let mut source = doc.root.clone();
-    remap_source(kind, &mut source);
+    match target {
+        Target::V1alpha2 => remap_source(kind, &mut source),
+        Target::V1alpha1 => remap_source_down(kind, &mut source),
+    }
     let mut root = tree::from_value(&hub, Some(&source));
     plain_stand_ins(&mut root, &stand);
 
@@ -276,26 +359,34 @@ fn is_empty(v: &Value) -> bool {
     }
 }
 
-/// Fails on fields the v1alpha1 types do not know (they would be lost silently).
-fn check_known_fields(kind: &str, value: &Value) -> Result<(), String> {
-    fn typed<T: Serialize + DeserializeOwned>(v: &Value) -> Result<Value, String> {
-        let t: T =
-            serde_json::from_value(v.clone()).map_err(|e| format!("not a valid v1alpha1 object: {e}"))?;
-        serde_json::to_value(t).map_err(|e| e.to_string())
-    }
-    let round = match kind {
-        "ProxmoxCluster" => typed::<v1alpha1::ProxmoxCluster>(value),
-        "ProxmoxClusterTemplate" => typed::<v1alpha1::ProxmoxClusterTemplate>(value),
-        "ProxmoxMachine" => typed::<v1alpha1::ProxmoxMachine>(value),
-        "ProxmoxMachineTemplate" => typed::<v1alpha1::ProxmoxMachineTemplate>(value),
-        other => return Err(format!("unsupported kind {other}")),
-    }?;
+/// Fails on fields the source version's types do not know (they would be lost silently).
+fn check_known_fields(kind: &str, value: &Value, target: Target) -> Result<(), String> {
+    let from = target.source();
+    let typed = |v: &Value| -> Result<Value, String> {
+        fn go<T: Serialize + DeserializeOwned>(v: &Value, from: &str) -> Result<Value, String> {
+            let t: T =
+                serde_json::from_value(v.clone()).map_err(|e| format!("not a valid {from} object: {e}"))?;
+            serde_json::to_value(t).map_err(|e| e.to_string())
+        }
+        match (target, kind) {
+            (Target::V1alpha2, "ProxmoxCluster") => go::<v1alpha1::ProxmoxCluster>(v, from),
+            (Target::V1alpha2, "ProxmoxClusterTemplate") => go::<v1alpha1::ProxmoxClusterTemplate>(v, from),
+            (Target::V1alpha2, "ProxmoxMachine") => go::<v1alpha1::ProxmoxMachine>(v, from),
+            (Target::V1alpha2, "ProxmoxMachineTemplate") => go::<v1alpha1::ProxmoxMachineTemplate>(v, from),
+            (Target::V1alpha1, "ProxmoxCluster") => go::<v1alpha2::ProxmoxCluster>(v, from),
+            (Target::V1alpha1, "ProxmoxClusterTemplate") => go::<v1alpha2::ProxmoxClusterTemplate>(v, from),
+            (Target::V1alpha1, "ProxmoxMachine") => go::<v1alpha2::ProxmoxMachine>(v, from),
+            (Target::V1alpha1, "ProxmoxMachineTemplate") => go::<v1alpha2::ProxmoxMachineTemplate>(v, from),
+            (_, other) => Err(format!("unsupported kind {other}")),
+        }
+    };
+    let round = typed(value)?;
     let mut missing = Vec::new();
     missing_paths(value, &round, "", &mut missing);
     match missing.first() {
         None => Ok(()),
         Some(p) => Err(format!(
-            "{}: unknown field in v1alpha1 {kind}",
+            "{}: unknown field in {from} {kind}",
             p.trim_start_matches('.')
         )),
     }
@@ -356,18 +447,29 @@ fn diff_paths(a: &Value, b: &Value, path: &str, out: &mut Vec<String>) {
 
 /// Removes the conversion-data annotation the conversion may add; whether it did.
 fn remove_conversion_data(hub: &mut Value, input: &Value) -> bool {
-    let input_had_annotations = input
-        .pointer("/metadata/annotations")
-        .is_some_and(|a| a.as_object().is_some_and(|o| !o.is_empty()));
-    let Some(meta) = hub.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return false;
-    };
-    let Some(ann) = meta.get_mut("annotations").and_then(Value::as_object_mut) else {
-        return false;
-    };
-    let removed = ann.remove(CONVERSION_DATA).is_some();
-    if ann.is_empty() && !input_had_annotations {
-        meta.remove("annotations");
+    let mut removed = false;
+    // On the object, and (for a machine template) on the machine it describes.
+    for (meta_path, parent) in [("/metadata", ""), ("/spec/template/metadata", "/spec/template")] {
+        let input_had_annotations = input
+            .pointer(&format!("{meta_path}/annotations"))
+            .is_some_and(|a| a.as_object().is_some_and(|o| !o.is_empty()));
+        let Some(meta) = hub.pointer_mut(meta_path).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let Some(ann) = meta.get_mut("annotations").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        removed |= ann.remove(CONVERSION_DATA).is_some();
+        if ann.is_empty() && !input_had_annotations {
+            meta.remove("annotations");
+        }
+        if !parent.is_empty()
+            && meta.is_empty()
+            && input.pointer(meta_path).is_none()
+            && let Some(t) = hub.pointer_mut(parent).and_then(Value::as_object_mut)
+        {
+            t.remove("metadata");
+        }
     }
     removed
 }

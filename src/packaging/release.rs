@@ -4,15 +4,22 @@
 //!   overlay whose `images:` entry stamps the release image (kustomize's own image transformer);
 //! * `metadata.yaml` — copied after checking that the version's release series is in it (the
 //!   check `clusterctl init` makes);
-//! * `cluster-template*.yaml` and `clusterclass-*.yaml` from `templates/`;
-//! * `operator-components-<version>.yaml` — a ConfigMap named after the version with the keys
-//!   `metadata` and `components`, labelled for the Cluster API Operator's
-//!   `InfrastructureProvider.spec.fetchConfig.selector`.
+//! * `cluster-template*.yaml` and `clusterclass-*.yaml` from `templates/` — as they are for a
+//!   series of contract v1beta2; for a v1beta1 series (CAPI v1.10) converted to CAPI v1beta1,
+//!   Proxmox v1alpha1 and KamajiControlPlane v1alpha1 by `capmox convert --to v1beta1`'s converter
+//!   (one source, two generations; a field the old generation cannot express stops the release);
+//! * `operator-components-<version>.yaml` — a ConfigMap named after the version, labelled for the
+//!   Cluster API Operator's `InfrastructureProvider.spec.fetchConfig.selector`, the way the
+//!   operator reads a compressed one: annotation `provider.cluster.x-k8s.io/compressed: "true"`,
+//!   the components gzip-compressed in `binaryData.components`, `metadata` in `data`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use std::io::Write;
+
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
@@ -262,10 +269,27 @@ pub fn manager_image(components: &str) -> Result<String, ReleaseError> {
         .ok_or_else(|| ReleaseError::Invalid("no Deployment with a container named manager".into()))
 }
 
-/// The Cluster API Operator's form of a release: a ConfigMap named after the version, with the
-/// keys `metadata` and `components`, labelled so that an `InfrastructureProvider` named
-/// `proxmox` with `fetchConfig.selector.matchLabels` on these labels finds it.
-pub fn operator_config_map(version: &str, metadata: &str, components: &str) -> ConfigMap {
+/// The annotation telling the Cluster API Operator that `binaryData.components` is gzip.
+pub const COMPRESSED_ANNOTATION: &str = "provider.cluster.x-k8s.io/compressed";
+
+/// gzip of `data` (what the operator's `decompressData` reads).
+pub fn gzip(data: &[u8]) -> Result<Vec<u8>, ReleaseError> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    enc.write_all(data)
+        .and_then(|()| enc.finish())
+        .map_err(|e| ReleaseError::Invalid(format!("compressing the components: {e}")))
+}
+
+/// The Cluster API Operator's form of a release: a ConfigMap named after the version, labelled
+/// so that an `InfrastructureProvider` named `proxmox` with `fetchConfig.selector.matchLabels` on
+/// these labels finds it; `metadata` in `data` (the operator always reads it there), the
+/// components gzip-compressed in `binaryData.components` with the annotation
+/// `provider.cluster.x-k8s.io/compressed: "true"` (a ConfigMap holds at most 1 MiB).
+pub fn operator_config_map(
+    version: &str,
+    metadata: &str,
+    components: &str,
+) -> Result<ConfigMap, ReleaseError> {
     let labels = BTreeMap::from([
         (
             "provider.cluster.x-k8s.io/name".to_owned(),
@@ -277,18 +301,45 @@ pub fn operator_config_map(version: &str, metadata: &str, components: &str) -> C
         ),
         ("provider.cluster.x-k8s.io/version".to_owned(), version.to_owned()),
     ]);
-    ConfigMap {
+    Ok(ConfigMap {
         metadata: ObjectMeta {
             name: Some(version.to_owned()),
             namespace: Some(NAMESPACE.to_owned()),
             labels: Some(labels),
+            annotations: Some(BTreeMap::from([(
+                COMPRESSED_ANNOTATION.to_owned(),
+                "true".to_owned(),
+            )])),
             ..ObjectMeta::default()
         },
-        data: Some(BTreeMap::from([
-            ("metadata".to_owned(), metadata.to_owned()),
-            ("components".to_owned(), components.to_owned()),
-        ])),
+        data: Some(BTreeMap::from([("metadata".to_owned(), metadata.to_owned())])),
+        binary_data: Some(BTreeMap::from([(
+            "components".to_owned(),
+            ByteString(gzip(components.as_bytes())?),
+        )])),
         ..ConfigMap::default()
+    })
+}
+
+/// A template file as a series of `contract` ships it: unchanged for v1beta2, converted to the
+/// v1beta1 generation for v1beta1 (anything that conversion would lose is an error).
+pub fn template_for_contract(text: &str, name: &str, contract: &str) -> Result<String, ReleaseError> {
+    match contract {
+        "v1beta2" => Ok(text.to_owned()),
+        "v1beta1" => {
+            let out = crate::convert::convert_text_to(text, name, crate::convert::Generation::V1beta1)
+                .map_err(|e| ReleaseError::Invalid(format!("{name}: to v1beta1: {e}")))?;
+            // A comment on a field v1beta1 does not have goes with it; anything else is data.
+            match out.warnings.iter().find(|w| !w.contains(": comment on ")) {
+                Some(w) => Err(ReleaseError::Invalid(format!(
+                    "{name}: the v1beta1 templates would lose something: {w}"
+                ))),
+                None => Ok(out.output),
+            }
+        }
+        other => Err(ReleaseError::Invalid(format!(
+            "{name}: no templates for contract {other}"
+        ))),
     }
 }
 
@@ -327,7 +378,10 @@ pub struct ReleaseOptions {
 pub fn write_release(o: &ReleaseOptions) -> Result<Vec<PathBuf>, ReleaseError> {
     let metadata_path = o.repo.join("metadata.yaml");
     let metadata = std::fs::read_to_string(&metadata_path).map_err(io(&metadata_path))?;
-    Metadata::parse(&metadata)?.series_for(&o.version)?;
+    let contract = Metadata::parse(&metadata)?
+        .series_for(&o.version)?
+        .contract
+        .clone();
     let components = render_components(&o.repo, &o.image, &o.kubectl)?;
     // Everything clusterctl substitutes must parse; a typo would only show at `clusterctl init`.
     super::envsubst::Template::parse(&components)
@@ -343,17 +397,18 @@ pub fn write_release(o: &ReleaseOptions) -> Result<Vec<PathBuf>, ReleaseError> {
     write("infrastructure-components.yaml", &components)?;
     write("metadata.yaml", &metadata)?;
     for t in template_files(&o.repo)? {
-        let text = std::fs::read_to_string(&t).map_err(io(&t))?;
-        super::envsubst::Template::parse(&text)
-            .map_err(|e| ReleaseError::Invalid(format!("{}: {e}", t.display())))?;
+        let source = std::fs::read_to_string(&t).map_err(io(&t))?;
         let name = t
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or_default()
             .to_owned();
+        let text = template_for_contract(&source, &name, &contract)?;
+        super::envsubst::Template::parse(&text)
+            .map_err(|e| ReleaseError::Invalid(format!("{}: {e}", t.display())))?;
         write(&name, &text)?;
     }
-    let cm = operator_config_map(&o.version, &metadata, &components);
+    let cm = operator_config_map(&o.version, &metadata, &components)?;
     let yaml = serde_saphyr::to_string(&cm).map_err(|e| ReleaseError::Invalid(e.to_string()))?;
     write(&format!("operator-components-{}.yaml", o.version), &yaml)?;
     Ok(written)
@@ -405,7 +460,7 @@ mod tests {
 
     #[test]
     fn operator_config_map_shape() {
-        let cm = operator_config_map("v0.11.0", "meta", "comp");
+        let cm = operator_config_map("v0.11.0", "meta", "comp").unwrap();
         let v = serde_json::to_value(&cm).unwrap();
         assert_eq!(v["metadata"]["name"], "v0.11.0");
         assert_eq!(
@@ -420,7 +475,12 @@ mod tests {
             v["metadata"]["labels"]["provider.cluster.x-k8s.io/version"],
             "v0.11.0"
         );
+        assert_eq!(v["metadata"]["annotations"][COMPRESSED_ANNOTATION], "true");
         assert_eq!(v["data"]["metadata"], "meta");
-        assert_eq!(v["data"]["components"], "comp");
+        assert!(v["data"].get("components").is_none());
+        let packed = cm.binary_data.unwrap()["components"].0.clone();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&packed[..]), &mut text).unwrap();
+        assert_eq!(text, "comp");
     }
 }

@@ -4,8 +4,10 @@
 
 pub mod capi;
 pub mod checks;
+pub mod kamaji;
 pub mod objects;
 pub mod provider;
+pub mod rig;
 pub mod scenario;
 
 use std::net::TcpListener;

@@ -134,8 +134,9 @@ async fn dhcp_nodes_are_ready_once_the_guest_has_an_address() {
 }
 
 /// Three control-plane Machines in three failure domains (zones with one node and one pool
-/// each) land on three nodes with their zones' addresses; the ISO's meta-data carries the node,
-/// the zone and the Proxmox cluster's name as region. A failure domain that names no zone is a
+/// each) land on three nodes with their zones' addresses; the ISO's meta-data carries the node
+/// (also as `zone`, as the Proxmox CCM/CSI name it), the network zone and the Proxmox cluster's
+/// name as region. A failure domain that names no zone is a
 /// clear condition. Everything is deleted to nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failure_domains_spread_control_planes_over_zone_nodes() {
@@ -168,7 +169,8 @@ async fn failure_domains_spread_control_planes_over_zone_nodes() {
         let meta = iso_file(&iso, "meta-data");
         for want in [
             format!("proxmox_node: {node}"),
-            format!("zone: {domain}"),
+            format!("zone: {node}"),
+            format!("network_zone: {domain}"),
             "region: sim".to_owned(),
         ] {
             assert!(
