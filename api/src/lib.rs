@@ -7,6 +7,7 @@
 //! * [`consts`]: finalizers, labels and annotations.
 //! * [`capi`]: the few Cluster API and IPAM types the controllers read.
 //! * [`webhook`]: the table of served webhooks and the manifests generated from it.
+//! * [`vm`]: `vm.capmox-rs.io/v1alpha1` — `ProxmoxVirtualMachine`, VMs without Cluster API.
 
 pub mod capi;
 pub mod consts;
@@ -14,4 +15,5 @@ pub mod conversion;
 pub mod crd;
 pub mod v1alpha1;
 pub mod v1alpha2;
+pub mod vm;
 pub mod webhook;

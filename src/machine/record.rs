@@ -78,6 +78,7 @@ pub fn record_of(pm: &ProxmoxMachine) -> VmRecord {
         ha: st.ha_resource.as_ref().map(ha_resource),
         provisioned: st.initialization.as_ref().and_then(|i| i.provisioned) == Some(true),
         failed_terminally,
+        operation: Default::default(),
     }
 }
 

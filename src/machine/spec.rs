@@ -59,6 +59,7 @@ pub fn vm_spec(
         },
         ha: spec.ha.as_ref().map(ha_wish),
         refusal,
+        operation: None,
     }
 }
 
@@ -122,6 +123,8 @@ pub fn desired_vm(spec: &ProxmoxMachineSpec) -> DesiredVm {
                 vlan: d.vlan.and_then(|v| u16::try_from(v).ok()),
                 mtu: d.mtu.and_then(|v| u32::try_from(v).ok()),
                 queues: d.queues.and_then(|v| u32::try_from(v).ok()),
+                mac: None,
+                firewall: None,
             })
         })
         .collect();
@@ -159,6 +162,7 @@ pub fn desired_vm(spec: &ProxmoxMachineSpec) -> DesiredVm {
             })
             .collect(),
         on_boot: spec.on_boot,
+        options: Vec::new(),
     }
 }
 

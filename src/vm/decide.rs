@@ -215,6 +215,8 @@ pub enum Step {
     Idle,
     /// The VM cannot make progress.
     Fail(Failure),
+    /// A step of operating the created VM (owners with an operation, see [`super::operate`]).
+    Operate(super::operate::OpStep),
 }
 
 impl Step {
@@ -228,7 +230,8 @@ impl Step {
             | Self::PollTask
             | Self::HandleFailedTask { .. }
             | Self::ForgetTask
-            | Self::Fail(_) => {
+            | Self::Fail(_)
+            | Self::Operate(_) => {
                 return None;
             }
             Self::ReserveVm | Self::CloneVm | Self::ForgetVmid { .. } | Self::WaitForUnlock(_) => {
@@ -257,6 +260,11 @@ impl Step {
                 | Self::DeliverBootstrapData
                 | Self::CheckGuest
                 | Self::RemoveBootstrapIso
+                | Self::Operate(
+                    super::operate::OpStep::Note(_)
+                        | super::operate::OpStep::ReadGuest
+                        | super::operate::OpStep::ReadPending
+                )
         )
     }
 
@@ -273,7 +281,7 @@ impl Step {
                 | Self::ApplyHa(_)
                 | Self::RemoveHa(_)
                 | Self::RemoveBootstrapIso
-        )
+        ) || matches!(self, Self::Operate(s) if s.writes_to_proxmox())
     }
 }
 

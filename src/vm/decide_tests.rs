@@ -33,6 +33,8 @@ fn desired() -> DesiredVm {
             vlan: None,
             mtu: None,
             queues: None,
+            mac: None,
+            firewall: None,
         }],
         boot_disk: Some(("scsi0".into(), 20)),
         ..Default::default()

@@ -31,6 +31,10 @@ pub struct DesiredNic {
     pub mtu: Option<u32>,
     /// Multiqueue count.
     pub queues: Option<u32>,
+    /// MAC address (`None`: Proxmox's, or the one the NIC has).
+    pub mac: Option<String>,
+    /// Proxmox firewall on the NIC (`None`: the template's).
+    pub firewall: Option<bool>,
 }
 
 /// An additional data disk, created empty before the first boot and destroyed with the VM.
@@ -79,6 +83,9 @@ pub struct DesiredVm {
     pub pci_devices: Vec<PciDevice>,
     /// Start the VM when its Proxmox node boots (`onboot`; unset: keep the template's).
     pub on_boot: Option<bool>,
+    /// Further options as Proxmox spells them (`protection`, `ostype`, `agent`, `hotplug`, …),
+    /// set when the VM's value differs.
+    pub options: Vec<(String, String)>,
 }
 
 fn nic_matches(want: &DesiredNic, have: &NetDevice) -> bool {
@@ -90,6 +97,11 @@ fn nic_matches(want: &DesiredNic, have: &NetDevice) -> bool {
         && have.tag == want.vlan
         && have.mtu == want.mtu
         && have.queues == want.queues
+        && want
+            .mac
+            .as_ref()
+            .is_none_or(|m| have.mac.as_ref().is_some_and(|h| h.eq_ignore_ascii_case(m)))
+        && want.firewall.is_none_or(|f| have.firewall.unwrap_or(false) == f)
 }
 
 fn nic_device(want: &DesiredNic, have: Option<&NetDevice>) -> NetDevice {
@@ -102,6 +114,8 @@ fn nic_device(want: &DesiredNic, have: Option<&NetDevice>) -> NetDevice {
     dev.tag = want.vlan;
     dev.mtu = want.mtu;
     dev.queues = want.queues;
+    dev.mac = want.mac.as_ref().map(|m| m.to_ascii_uppercase());
+    dev.firewall = want.firewall;
     dev
 }
 
@@ -139,6 +153,16 @@ pub fn config_changes(desired: &DesiredVm, current: &VmConfig) -> ConfigUpdate {
             .unwrap_or(false);
         if have != on {
             update = update.set("onboot", u8::from(on));
+        }
+    }
+
+    for (key, value) in &desired.options {
+        let have = current
+            .raw
+            .get(key)
+            .and_then(crate::proxmox::lenient::value_to_string);
+        if have.as_deref() != Some(value.as_str()) {
+            update = update.set(key.clone(), value.clone());
         }
     }
 

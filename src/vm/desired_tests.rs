@@ -17,6 +17,8 @@ fn nic(index: u32, model: &str, bridge: Option<&str>, vlan: Option<u16>) -> Desi
         vlan,
         mtu: None,
         queues: None,
+        mac: None,
+        firewall: None,
     }
 }
 

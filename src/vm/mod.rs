@@ -10,7 +10,10 @@
 //!   resource; [`dynamic`]: addresses a guest got by DHCP/SLAAC;
 //! * [`observe`] reads the facts from the view, [`exec`] carries out one step, [`pass`] is one
 //!   pass of each (observe → decide → execute) returning an [`Outcome`];
-//! * [`adapter`]: what the lifecycle asks of the owner ([`Adapter`]).
+//! * [`adapter`]: what the lifecycle asks of the owner ([`Adapter`]);
+//! * [`operate`]: for owners that keep their VM running as their spec says (power intent, live
+//!   reconfiguration, restarts): the decision the pass takes once provisioning has nothing left
+//!   to do, selected by [`VmSpec::operation`].
 //!
 //! **How a kind uses it.** A controller of a kind that owns VMs maps its object to a [`VmSpec`]
 //! (template, clone options, placement, hardware, guest checks, HA) and a [`VmRecord`] (the VMID,
@@ -37,6 +40,7 @@ pub mod exec;
 pub mod ha;
 pub mod iso;
 pub mod observe;
+pub mod operate;
 pub mod pass;
 pub mod scheduling;
 pub mod spec;

@@ -9,7 +9,7 @@ use super::adapter::{Adapter, Addresses, Provisioned, Report};
 use super::decide::{Facts, Power, Step, TaskFacts, VmPresence, decide};
 use super::exec::{self, Env, Next, StepResult};
 use super::spec::{VmRecord, VmSpec, later};
-use super::{iso, observe};
+use super::{iso, observe, operate};
 use crate::proxmox::view::tasks::effect_of;
 use crate::proxmox::view::{Owner, ProxmoxView, TaskLook};
 
@@ -34,6 +34,8 @@ pub struct Outcome<E> {
     pub addresses: Option<Addresses>,
     /// The VM became provisioned in this pass.
     pub provisioned: Option<Provisioned>,
+    /// What the guest agent told about the running guest (an operation's guest read).
+    pub guest: Option<super::operate::GuestFacts>,
 }
 
 /// How old the shared list may be for this pass. Provisioned VMs are only looked at by the
@@ -92,7 +94,11 @@ pub async fn provision<A: Adapter>(
     let (vm, booted) = if task == Some(TaskFacts::Running) {
         (VmPresence::NotReserved, None)
     } else {
-        let need_config = !record.provisioned && !record.bootstrap_delivered;
+        let need_config = (!record.provisioned && !record.bootstrap_delivered)
+            || spec
+                .operation
+                .as_ref()
+                .is_some_and(|op| record.provisioned && operate::needs_config(op, &record.operation));
         observe::look(view, &spec.name, vmid, fresh, need_config).await?
     };
     let addresses = match &vm {
@@ -129,6 +135,17 @@ pub async fn provision<A: Adapter>(
     let step = match &spec.refusal {
         Some(f) if !record.provisioned => Step::Fail(f.clone()),
         _ => decide(&facts),
+    };
+    let step = match (&spec.operation, vm_facts) {
+        (Some(op), Some(v)) => {
+            let live = if record.provisioned && operate::needs_config(op, &record.operation) {
+                operate::live::live_facts(&spec.desired, &v.config)
+            } else {
+                operate::LiveFacts::default()
+            };
+            operate::select(step, &facts, op, &record.operation, live)
+        }
+        _ => step,
     };
     tracing::debug!(owner = %owner, ?step, "next step");
     let env = Env {
@@ -170,5 +187,6 @@ pub async fn provision<A: Adapter>(
         power: vm_facts.map(|v| v.power),
         addresses,
         provisioned: result.provisioned,
+        guest: result.guest,
     })
 }

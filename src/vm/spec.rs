@@ -35,6 +35,9 @@ pub struct VmSpec {
     /// A refusal of the owner (e.g. its spec names something that does not exist): reported
     /// instead of any step until the VM is provisioned.
     pub refusal: Option<Failure>,
+    /// How the VM is operated once created (`None`: it is only provisioned, as a ProxmoxMachine's;
+    /// see [`super::operate`]).
+    pub operation: Option<super::operate::Operation>,
 }
 
 /// How the template is cloned.
@@ -106,6 +109,8 @@ pub struct VmRecord {
     pub provisioned: bool,
     /// The VM failed for good (the owner derives it from what it persisted: a terminal failure).
     pub failed_terminally: bool,
+    /// What was done in operating the VM (owners with an [`VmSpec::operation`]).
+    pub operation: super::operate::OpRecord,
 }
 
 impl VmRecord {

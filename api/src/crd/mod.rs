@@ -109,6 +109,42 @@ pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
     ])
 }
 
+/// The `ProxmoxVirtualMachine` CRD (`vm.capmox-rs.io`, one version `v1alpha1`; not a Cluster
+/// API kind: no contract labels, only the provider label).
+pub fn proxmox_virtual_machines() -> Result<CustomResourceDefinition, CrdError> {
+    let mut crd = crate::vm::ProxmoxVirtualMachine::crd();
+    for version in &mut crd.spec.versions {
+        let Some(props) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let mut value = serde_json::to_value(&*props).map_err(|source| CrdError::Json {
+            name: name.clone(),
+            source,
+        })?;
+        normalize::normalize_root(&mut value);
+        *props = serde_json::from_value(value).map_err(|source| CrdError::Json { name, source })?;
+    }
+    crd.spec.names.list_kind = Some(format!("{}List", crd.spec.names.kind));
+    crd.metadata.labels = Some(BTreeMap::from([(
+        PROVIDER_LABEL.to_owned(),
+        PROVIDER_NAME.to_owned(),
+    )]));
+    Ok(crd)
+}
+
+/// Every CRD a release installs: the four Cluster API kinds of [`all`] and
+/// [`proxmox_virtual_machines`].
+pub fn generated() -> Result<Vec<CustomResourceDefinition>, CrdError> {
+    let mut crds = all()?;
+    crds.push(proxmox_virtual_machines()?);
+    Ok(crds)
+}
+
 /// Normalises, merges and labels the single-version CRDs of one kind.
 fn assemble(mut versions: Vec<CustomResourceDefinition>) -> Result<CustomResourceDefinition, CrdError> {
     versions.iter_mut().for_each(normalize::normalize_crd);
@@ -162,14 +198,14 @@ pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, CrdError> {
     Ok(format!("---\n{body}"))
 }
 
-/// Writes every CRD into `dir` as `<group>_<plural>.yaml` and returns the written paths.
+/// Writes every CRD of [`generated`] into `dir` as `<group>_<plural>.yaml` and returns the written paths.
 pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>, CrdError> {
     std::fs::create_dir_all(dir).map_err(|source| CrdError::Write {
         path: dir.to_path_buf(),
         source,
     })?;
     let mut written = Vec::new();
-    for crd in all()? {
+    for crd in generated()? {
         let path = dir.join(file_name(&crd));
         std::fs::write(&path, to_yaml(&crd)?).map_err(|source| CrdError::Write {
             path: path.clone(),

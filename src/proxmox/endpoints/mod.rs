@@ -4,6 +4,7 @@ pub mod agent;
 pub mod cluster;
 pub mod ha;
 pub mod nodes;
+pub mod operate;
 pub mod power;
 pub mod snapshot;
 pub mod storage;

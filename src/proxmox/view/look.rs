@@ -151,11 +151,15 @@ impl ProxmoxView {
             return Ok(Look { vm, booted });
         };
         let snapshot_age = at.elapsed();
-        // A start this process confirmed, which the list may not show yet.
-        let started = lock(&self.writes)
-            .running_since(vmid, at)
-            .filter(|_| power != Power::Running);
-        let power = if started.is_some() { Power::Running } else { power };
+        // A start (or pause, resume, reboot) this process confirmed, which the list may not
+        // show yet.
+        let confirmed = lock(&self.writes)
+            .confirmed_since(vmid, at)
+            .filter(|(p, _)| *p != power);
+        let power = confirmed.map_or(power, |(p, _)| p);
+        let started = confirmed
+            .filter(|(p, _)| *p == Power::Running)
+            .map(|(_, since)| since);
         let uptime = match (power, started) {
             (_, Some(since)) => since.elapsed(),
             (Power::Stopped, None) => Duration::ZERO,

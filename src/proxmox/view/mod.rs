@@ -25,6 +25,7 @@ pub mod error;
 pub mod guests;
 pub mod look;
 pub mod owner;
+pub mod power;
 mod registry;
 pub mod shared;
 pub mod snapshot;

@@ -49,6 +49,16 @@ fn starts_vm(task_type: &str) -> bool {
     matches!(task_type, "qmstart" | "qmresume")
 }
 
+/// The power state a task of this type leaves the VM in when it succeeds, for the ones confirmed
+/// by their task alone (`None`: a stop or anything else, which the list shows).
+fn leaves(task_type: &str) -> Option<super::Power> {
+    match task_type {
+        "qmstart" | "qmresume" | "qmreboot" | "qmreset" => Some(super::Power::Running),
+        "qmpause" => Some(super::Power::Paused),
+        _ => None,
+    }
+}
+
 /// The VM state that shows a task of this type is over (`None`: only the task can tell).
 ///
 /// A start (or resume) is confirmed by its task alone, not by the list: Proxmox may report a
@@ -123,8 +133,10 @@ impl ProxmoxView {
         }
         // A start of this process that ended well is laid over the lists read before it instead of
         // reading a new one. (A failed start is looked at in a new list: the VM may run anyway.)
-        let confirmed =
-            starts && facts == TaskFacts::Succeeded && vmid.is_some_and(|v| lock(&self.writes).started(v));
+        let confirmed = facts == TaskFacts::Succeeded
+            && leaves(&upid.task_type)
+                .zip(vmid)
+                .is_some_and(|(power, v)| lock(&self.writes).confirmed(v, power));
         if !confirmed
             && facts != TaskFacts::Running
             && let Some(vmid) = vmid

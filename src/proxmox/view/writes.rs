@@ -8,11 +8,13 @@
 //! * a config write changes nothing a pass reads from the list except the tags, which are known
 //!   from the write itself: they are laid over older lists instead of reading the list again;
 //! * a start whose task ended successfully leaves the VM running: that too is laid over the lists
-//!   read before it ([`Writes::started`]), so confirming a start costs the task read alone.
+//!   read before it ([`Writes::started`]), so confirming a start costs the task read alone; so
+//!   does a pause, reboot or resume whose task ended well ([`Writes::confirmed`]).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use super::look::Power;
 use crate::proxmox::types::ConfigUpdate;
 
 /// How long after a start was confirmed a list may still show the VM stopped: PVE's
@@ -51,8 +53,9 @@ struct VmWrites {
     before_vm: (Option<Instant>, Option<Instant>),
     /// The tags value the last config write set (`""`: removed), and when.
     tags: Option<(Instant, String)>,
-    /// A start confirmed by its task: the write it covers, and since when the VM runs.
-    running: Option<(Instant, Instant)>,
+    /// A power change confirmed by its task (a start, resume, reboot or pause): the write it
+    /// covers, since when, and the state it left.
+    running: Option<(Instant, Instant, Power)>,
 }
 
 /// Writes by VMID.
@@ -101,13 +104,19 @@ impl Writes {
     /// start is not this controller's last write: another write came after it, or another
     /// process started the VM.
     pub fn started(&mut self, vmid: u32) -> bool {
+        self.confirmed(vmid, Power::Running)
+    }
+
+    /// Like [`Self::started`] for any power change whose task ended well: the VM is in `power`
+    /// since now (a pause leaves it paused; a reboot or resume running).
+    pub fn confirmed(&mut self, vmid: u32, power: Power) -> bool {
         let Some(w) = self.by_vmid.get_mut(&vmid) else {
             return false;
         };
         let Some(start) = w.vm.filter(|at| w.storage == Some(*at)) else {
             return false;
         };
-        w.running = Some((start, Instant::now()));
+        w.running = Some((start, Instant::now(), power));
         (w.vm, w.storage) = w.before_vm;
         true
     }
@@ -117,9 +126,17 @@ impl Writes {
     /// show it yet (read within [`STATUS_LAG`] of the confirmation) and no write to the VM came
     /// after the start.
     pub fn running_since(&self, vmid: u32, read_at: Instant) -> Option<Instant> {
+        self.confirmed_since(vmid, read_at)
+            .filter(|(p, _)| *p == Power::Running)
+            .map(|(_, since)| since)
+    }
+
+    /// The power state a confirmed change left VM `vmid` in, and since when, for a list read at
+    /// `read_at` (see [`Self::running_since`]).
+    pub fn confirmed_since(&self, vmid: u32, read_at: Instant) -> Option<(Power, Instant)> {
         let w = self.by_vmid.get(&vmid)?;
-        let (start, since) = w.running?;
-        (w.vm.is_none_or(|at| at < start) && read_at < since + STATUS_LAG).then_some(since)
+        let (start, since, power) = w.running?;
+        (w.vm.is_none_or(|at| at < start) && read_at < since + STATUS_LAG).then_some((power, since))
     }
 
     /// When the last write that changed what the shared list shows about VM `vmid` happened.

@@ -44,6 +44,8 @@ pub struct StepResult {
     pub report: Report,
     /// The VM became provisioned in this step.
     pub provisioned: Option<Provisioned>,
+    /// What the guest agent told about the running guest (an operation's guest read).
+    pub guest: Option<crate::vm::operate::GuestFacts>,
 }
 
 impl StepResult {
@@ -53,6 +55,7 @@ impl StepResult {
             next,
             report: Report::default(),
             provisioned: None,
+            guest: None,
         }
     }
 
@@ -72,6 +75,7 @@ impl StepResult {
                 retry_after,
             }),
             provisioned: None,
+            guest: None,
         }
     }
 
@@ -262,6 +266,7 @@ pub async fn execute<A: Adapter>(
                 next,
                 report,
                 provisioned: None,
+                guest: None,
             }
         }
         Step::AddressConflict(message) => {
@@ -282,6 +287,7 @@ pub async fn execute<A: Adapter>(
         Step::RemoveHa(applied) => ha::remove(env, record, applied).await?,
         Step::CheckGuest => guest::check(env, record).await?,
         Step::RemoveBootstrapIso => bootstrap::remove(env).await?,
+        Step::Operate(op) => crate::vm::operate::exec::execute(op, env, record).await?,
         Step::Fail(f) => {
             if let Some(delay) = f.retry_after {
                 record.retry_after = Some(later(delay));
