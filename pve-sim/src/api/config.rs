@@ -88,36 +88,6 @@ pub fn pending(ctx: &Ctx, p: &Params) -> HandlerResult {
     })
 }
 
-/// Keys applied at once even while the VM runs (fast-plug options, cloud-init, hotplug network/disk).
-fn hot_pluggable(key: &str) -> bool {
-    matches!(
-        key,
-        "description"
-            | "hookscript"
-            | "lock"
-            | "migrate_downtime"
-            | "migrate_speed"
-            | "name"
-            | "onboot"
-            | "protection"
-            | "shares"
-            | "startup"
-            | "tags"
-            | "vmstatestorage"
-            | "ciuser"
-            | "cipassword"
-            | "sshkeys"
-            | "cicustom"
-            | "nameserver"
-            | "searchdomain"
-            | "citype"
-            | "ciupgrade"
-    ) || matches!(
-        propstr::family(key),
-        Some("net" | "ipconfig" | "ide" | "sata" | "scsi" | "virtio" | "unused")
-    )
-}
-
 /// Normalises a value before storing: MACs for nets, allocated disks, tags.
 pub(crate) fn normalise(
     c: &mut Cluster,
@@ -294,7 +264,7 @@ fn apply_update(
         vm.os_disks.remove(d);
     }
     for (k, v) in normalised {
-        if running && !hot_pluggable(&k) {
+        if running && !super::hotplug::applies_live(&k, &v, &vm.config) {
             vm.pending.insert(k, v);
         } else {
             log.push(format!("update VM {vmid}: -{k} {v}"));
@@ -303,7 +273,7 @@ fn apply_update(
         }
     }
     for d in deletes {
-        if running && !hot_pluggable(d) {
+        if running && !super::hotplug::deletes_live(d, &vm.config) {
             vm.pending_delete.push(d.clone());
         } else {
             vm.config.remove(d);

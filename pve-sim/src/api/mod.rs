@@ -6,6 +6,7 @@ pub mod config;
 pub mod create;
 pub mod ha;
 pub mod ha_rules;
+pub mod hotplug;
 pub mod nodes;
 pub mod power;
 pub mod qemu;

@@ -21,12 +21,26 @@ pub fn current(ctx: &Ctx, p: &Params) -> HandlerResult {
 }
 
 fn spawn(ctx: &Ctx, c: &mut Cluster, node: &str, kind: &'static str, vmid: u32, run: TaskRun) -> String {
+    spawn_timed(ctx, c, node, (kind, kind.to_string()), vmid, run)
+}
+
+/// The latency key of a shutdown that waits out its timeout: `qmshutdown-timeout:<seconds>`.
+pub const TIMEOUT_KEY: &str = "qmshutdown-timeout:";
+
+fn spawn_timed(
+    ctx: &Ctx,
+    c: &mut Cluster,
+    node: &str,
+    (kind, latency_key): (&'static str, String),
+    vmid: u32,
+    run: TaskRun,
+) -> String {
     let spec = TaskSpec {
         node: node.to_string(),
         kind,
         id: vmid.to_string(),
         user: ctx.user.clone(),
-        latency_key: kind.to_string(),
+        latency_key,
         log: Vec::new(),
     };
     tasks::start(&ctx.state, c, spec, run, None)
@@ -95,6 +109,10 @@ pub fn start(ctx: &Ctx, p: &Params) -> HandlerResult {
                     vm.config.remove("lock");
                 }
                 vm.apply_pending();
+                if let Some(e) = super::hotplug::start_refusal(&vm.config, vm.memory_mib()) {
+                    // Refused while the command line is built: no QEMU was started.
+                    return Err(e);
+                }
                 let wanted = crate::devices::mappings_in(&vm.config);
                 if let Some(e) = crate::devices::missing_on_node(&c.pci_mappings, &wanted, &n) {
                     return Err(e);
@@ -183,11 +201,19 @@ pub fn shutdown(ctx: &Ctx, p: &Params) -> HandlerResult {
             "qmshutdown"
         };
         let n = node.clone();
-        let upid = spawn(
+        // A guest that ignores the shutdown request keeps the task waiting for the whole
+        // `timeout` (default 60 s) before it fails or, with `forceStop`, the VM is killed.
+        let ignores = c.guest.ignore_shutdown && c.vm_on(&node, vmid).is_some_and(|v| v.is_running());
+        let latency_key = if ignores {
+            format!("{TIMEOUT_KEY}{}", p.int("timeout").unwrap_or(60).max(0))
+        } else {
+            kind.to_string()
+        };
+        let upid = spawn_timed(
             ctx,
             c,
             &node,
-            kind,
+            (kind, latency_key),
             vmid,
             Box::new(move |c: &mut Cluster| {
                 let ignores = c.guest.ignore_shutdown && c.vm_on(&n, vmid).is_some_and(|v| v.is_running());
@@ -248,15 +274,25 @@ fn restart(vm: &mut crate::state::Vm) {
     vm.set_power(PowerState::Running);
 }
 
-/// `POST .../status/reboot`: a stopped VM fails on the call.
+/// `POST .../status/reboot`: a stopped VM fails on the call, and so does a paused one (a reboot
+/// is a shutdown and a start: `VM is paused - cannot shutdown`). The restart applies pending
+/// changes (qmeventd starts a new QEMU).
 pub fn reboot(ctx: &Ctx, p: &Params) -> HandlerResult {
+    let paused = ctx.state.with(|c| {
+        c.vm_on(&p.node(), p.vmid().unwrap_or(0))
+            .is_some_and(|v| v.power == PowerState::Paused)
+    });
+    if paused {
+        return Err(ApiError::server("VM is paused - cannot shutdown"));
+    }
     simple(ctx, p, "qmreboot", restart)
 }
 
-/// `POST .../status/reset`.
+/// `POST .../status/reset`: QMP `system_reset` — the guest restarts in the same QEMU process, so
+/// pending changes stay pending.
 pub fn reset(ctx: &Ctx, p: &Params) -> HandlerResult {
     check_skiplock(ctx, p)?;
-    simple(ctx, p, "qmreset", restart)
+    simple(ctx, p, "qmreset", |vm| vm.touch())
 }
 
 /// `POST .../status/suspend` (`qmpause`, or `qmsuspend` with `todisk`).

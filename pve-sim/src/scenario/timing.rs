@@ -48,6 +48,17 @@ impl LatencySpec {
         if let Some(ms) = self.tasks.get(kind) {
             return Duration::from_millis(*ms);
         }
+        // A shutdown that waits out its timeout (`qmshutdown-timeout:<seconds>`): the timeout in
+        // the realistic profile (the instant one has no latency at all).
+        if let Some(secs) = kind
+            .strip_prefix("qmshutdown-timeout:")
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            return match self.profile {
+                Profile::Instant => Duration::ZERO,
+                Profile::Realistic => Duration::from_secs(secs),
+            };
+        }
         let ms = match self.profile {
             Profile::Instant => 0,
             Profile::Realistic => match kind {
