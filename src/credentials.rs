@@ -25,6 +25,10 @@ pub const KEY_SECRET: &str = "secret";
 pub const KEY_INSECURE: &str = "insecure";
 /// Optional secret key: PEM CA bundle trusted in addition to the public roots.
 pub const KEY_ROOT_CA: &str = "root_ca";
+/// Secret key with a user name (`user@realm`) for ticket auth, instead of `token`/`secret`.
+pub const KEY_USERNAME: &str = "username";
+/// Secret key with the password of [`KEY_USERNAME`].
+pub const KEY_PASSWORD: &str = "password";
 
 /// Errors turning a Secret into a client.
 #[derive(Debug, thiserror::Error)]
@@ -56,15 +60,53 @@ pub enum CredentialsError {
     },
 }
 
-/// Credentials read from a Secret. `Debug` never shows the token secret (nor user info in the URL).
+/// How a Secret authenticates: an API token, or a user name and password (ticket auth).
+#[derive(Clone)]
+pub enum SecretAuth {
+    /// `token` and `secret`.
+    Token {
+        /// API token id.
+        token_id: String,
+        /// API token secret.
+        token_secret: proxmox::Secret,
+    },
+    /// `username` and `password`: the client logs in and keeps a ticket.
+    Password {
+        /// User name with realm.
+        username: String,
+        /// Password.
+        password: proxmox::Secret,
+    },
+}
+
+impl std::fmt::Debug for SecretAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Token {
+                token_id,
+                token_secret,
+            } => f
+                .debug_struct("Token")
+                .field("token_id", token_id)
+                .field("token_secret", token_secret)
+                .finish(),
+            Self::Password { username, password } => f
+                .debug_struct("Password")
+                .field("username", username)
+                .field("password", password)
+                .finish(),
+        }
+    }
+}
+
+/// Credentials read from a Secret. `Debug` never shows the token secret or password (nor user
+/// info in the URL).
 #[derive(Clone)]
 pub struct SecretCredentials {
     /// Proxmox URL.
     pub url: String,
-    /// API token id.
-    pub token_id: String,
-    /// API token secret.
-    pub token_secret: proxmox::Secret,
+    /// Token or user name and password.
+    pub auth: SecretAuth,
     /// Skip TLS verification.
     pub insecure: bool,
     /// Extra trusted CA certificates (PEM).
@@ -75,8 +117,7 @@ impl std::fmt::Debug for SecretCredentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SecretCredentials")
             .field("url", &crate::proxmox::path::redact_userinfo(&self.url))
-            .field("token_id", &self.token_id)
-            .field("token_secret", &self.token_secret)
+            .field("auth", &self.auth)
             .field("insecure", &self.insecure)
             .field("root_ca", &self.root_ca.as_ref().map(|_| "<PEM>"))
             .finish()
@@ -87,10 +128,16 @@ impl SecretCredentials {
     /// The client configuration for these credentials (fast connect and few retries, as the
     /// controller probes on every reconcile and backs off itself).
     pub fn client_config(&self) -> ClientConfig {
-        let mut cfg = ClientConfig::new(
-            self.url.clone(),
-            Credentials::token(self.token_id.clone(), self.token_secret.clone()),
-        );
+        let credentials = match &self.auth {
+            SecretAuth::Token {
+                token_id,
+                token_secret,
+            } => Credentials::token(token_id.clone(), token_secret.clone()),
+            SecretAuth::Password { username, password } => {
+                Credentials::password(username.clone(), password.clone())
+            }
+        };
+        let mut cfg = ClientConfig::new(self.url.clone(), credentials);
         cfg.connect_timeout = Duration::from_secs(5);
         cfg.request_timeout = Duration::from_secs(30);
         cfg.get_retries = 1;
@@ -141,10 +188,30 @@ pub fn parse_secret_data(
                 key,
             })
     };
+    let present = |key: &'static str| -> Result<bool, CredentialsError> {
+        Ok(text(key)?.is_some_and(|v| !v.trim().is_empty()))
+    };
+    // A token wins; `username`/`password` (ticket auth, as other Proxmox operators take them)
+    // only without one.
+    let auth = if !present(KEY_TOKEN)? && present(KEY_USERNAME)? {
+        SecretAuth::Password {
+            username: required(KEY_USERNAME)?,
+            password: proxmox::Secret::new(text(KEY_PASSWORD)?.filter(|p| !p.is_empty()).ok_or_else(
+                || CredentialsError::MissingKey {
+                    secret: secret.to_owned(),
+                    key: KEY_PASSWORD,
+                },
+            )?),
+        }
+    } else {
+        SecretAuth::Token {
+            token_id: required(KEY_TOKEN)?,
+            token_secret: proxmox::Secret::new(required(KEY_SECRET)?),
+        }
+    };
     Ok(SecretCredentials {
         url: required(KEY_URL)?,
-        token_id: required(KEY_TOKEN)?,
-        token_secret: proxmox::Secret::new(required(KEY_SECRET)?),
+        auth,
         insecure: insecure_from(text(KEY_INSECURE)?.as_deref()),
         root_ca: text(KEY_ROOT_CA)?.filter(|s| !s.trim().is_empty()),
     })
@@ -361,11 +428,42 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.url, "https://pve:8006");
-        assert_eq!(c.token_id, "capmox@pve!capi");
-        assert_eq!(c.token_secret.expose(), "s3cr3t-value");
+        let SecretAuth::Token {
+            token_id,
+            token_secret,
+        } = &c.auth
+        else {
+            panic!("token credentials expected");
+        };
+        assert_eq!(token_id, "capmox@pve!capi");
+        assert_eq!(token_secret.expose(), "s3cr3t-value");
         assert!(!c.insecure);
         assert!(c.root_ca.is_some());
         assert!(!format!("{c:?}").contains("s3cr3t-value"));
+    }
+
+    #[test]
+    fn username_and_password_mean_ticket_auth() {
+        let c = parse_secret_data(
+            "ns/creds",
+            &data(&[
+                ("url", "https://pve:8006"),
+                ("username", "root@pam"),
+                ("password", "hunter2-secret"),
+            ]),
+        )
+        .unwrap();
+        assert!(matches!(&c.auth, SecretAuth::Password { username, .. } if username == "root@pam"));
+        assert!(!format!("{c:?}").contains("hunter2-secret"));
+        let e = parse_secret_data(
+            "ns/creds",
+            &data(&[("url", "https://pve"), ("username", "root@pam")]),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, CredentialsError::MissingKey { key: "password", .. }),
+            "{e}"
+        );
     }
 
     #[test]

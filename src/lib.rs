@@ -23,5 +23,6 @@ pub mod packaging;
 pub mod proxmox;
 pub mod telemetry;
 pub mod user_agent;
+pub mod virtual_machine;
 pub mod vm;
 pub mod webhooks;

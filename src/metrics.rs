@@ -14,6 +14,7 @@
 //! - `capmox_proxmox_requests_total{endpoint, method, status}` and
 //!   `capmox_proxmox_request_duration_seconds{endpoint, method}`: every Proxmox HTTP request attempt
 //!   (`status` is `error` when no response arrived);
+//! - `capmox_virtual_machines{phase, node}`: ProxmoxVirtualMachines by phase and node;
 //! - `capmox_machines{phase, node}`: ProxmoxMachines by lifecycle phase (the
 //!   `VirtualMachineProvisioned` reason, `Deleting`, …) and Proxmox node (empty before placement);
 //! - `capmox_leader`: 1 while this process holds the leader Lease (or runs without leader election).
@@ -96,6 +97,29 @@ fn request_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 14))
 }
 
+/// Moves one object's entry of a phase gauge to `phase`/`node`.
+fn set_phase(
+    family: &Family<PhaseLabels, Gauge>,
+    phases: &std::sync::Mutex<std::collections::HashMap<(String, String), PhaseLabels>>,
+    (namespace, name): (&str, &str),
+    phase: &str,
+    node: &str,
+) {
+    let labels = PhaseLabels {
+        phase: phase.to_owned(),
+        node: node.to_owned(),
+    };
+    let mut m = phases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let old = m.insert((namespace.to_owned(), name.to_owned()), labels.clone());
+    if old.as_ref() == Some(&labels) {
+        return;
+    }
+    if let Some(old) = old {
+        family.get_or_create(&old).dec();
+    }
+    family.get_or_create(&labels).inc();
+}
+
 /// The manager's metric families and the registry they are registered in.
 #[derive(Debug)]
 pub struct Metrics {
@@ -112,6 +136,8 @@ pub struct Metrics {
     leader: Gauge,
     machines: Family<PhaseLabels, Gauge>,
     machine_phases: std::sync::Mutex<std::collections::HashMap<(String, String), PhaseLabels>>,
+    virtual_machines: Family<PhaseLabels, Gauge>,
+    virtual_machine_phases: std::sync::Mutex<std::collections::HashMap<(String, String), PhaseLabels>>,
 }
 
 impl Default for Metrics {
@@ -136,6 +162,7 @@ impl Metrics {
             Family::new_with_constructor(request_histogram);
         let leader = Gauge::default();
         let machines = Family::<PhaseLabels, Gauge>::default();
+        let virtual_machines = Family::<PhaseLabels, Gauge>::default();
 
         // Counters get the `_total` suffix from the encoder.
         registry.register(
@@ -189,6 +216,11 @@ impl Metrics {
             "ProxmoxMachines by lifecycle phase and Proxmox node",
             machines.clone(),
         );
+        registry.register(
+            "capmox_virtual_machines",
+            "ProxmoxVirtualMachines by phase and Proxmox node",
+            virtual_machines.clone(),
+        );
 
         Self {
             registry,
@@ -203,6 +235,30 @@ impl Metrics {
             leader,
             machines,
             machine_phases: std::sync::Mutex::new(std::collections::HashMap::new()),
+            virtual_machines,
+            virtual_machine_phases: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// Records the phase and node of one ProxmoxVirtualMachine (replacing its previous entry).
+    pub fn set_virtual_machine_phase(&self, namespace: &str, name: &str, phase: &str, node: &str) {
+        set_phase(
+            &self.virtual_machines,
+            &self.virtual_machine_phases,
+            (namespace, name),
+            phase,
+            node,
+        );
+    }
+
+    /// Forgets a deleted ProxmoxVirtualMachine.
+    pub fn remove_virtual_machine(&self, namespace: &str, name: &str) {
+        let mut m = self
+            .virtual_machine_phases
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(old) = m.remove(&(namespace.to_owned(), name.to_owned())) {
+            self.virtual_machines.get_or_create(&old).dec();
         }
     }
 

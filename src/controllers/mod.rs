@@ -6,6 +6,7 @@ pub mod decoded;
 pub mod events;
 pub mod machine;
 pub mod machine_template;
+pub mod virtual_machine;
 
 pub mod rbac;
 pub mod triggers;

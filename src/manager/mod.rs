@@ -109,7 +109,7 @@ pub type ControllerTask = (&'static str, Pin<Box<dyn Future<Output = ()> + Send 
 
 /// The controllers run by the leader. `stop` completes when they must shut down gracefully.
 fn controllers(ctx: Arc<Context>, stop: &Signal) -> Vec<ControllerTask> {
-    use crate::controllers::{cluster, machine, machine_template};
+    use crate::controllers::{cluster, machine, machine_template, virtual_machine};
     vec![
         (
             cluster::CONTROLLER,
@@ -119,7 +119,14 @@ fn controllers(ctx: Arc<Context>, stop: &Signal) -> Vec<ControllerTask> {
             machine_template::CONTROLLER,
             Box::pin(machine_template::run(ctx.clone(), stop.waiter())),
         ),
-        (machine::CONTROLLER, Box::pin(machine::run(ctx, stop.waiter()))),
+        (
+            machine::CONTROLLER,
+            Box::pin(machine::run(ctx.clone(), stop.waiter())),
+        ),
+        (
+            virtual_machine::CONTROLLER,
+            Box::pin(virtual_machine::run(ctx, stop.waiter())),
+        ),
     ]
 }
 

@@ -107,10 +107,17 @@ pub struct ProxmoxVirtualMachineStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_unread: Option<bool>,
 
-    /// The VM boot whose guest facts (addresses, OS) were read, as its start time (Unix seconds):
-    /// read once per boot.
+    /// The guest facts (addresses, OS) of the current boot were read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub guest_read_boot: Option<i64>,
+    pub guest_read: Option<bool>,
+
+    /// A restart by stop and start is under way (its stop was issued).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarting: Option<bool>,
+
+    /// The generation whose hardware the VM was found to have (nothing left to apply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_generation: Option<i64>,
 }
 
 /// Where a VM stands (KubeVirt's `printableStatus`, Viti's names).
