@@ -58,15 +58,27 @@ async fn hot_plug_follows_the_vms_hotplug_option() {
     let merged = sim.get("/nodes/pve1/qemu/300/config").await;
     assert_eq!(merged.json["data"]["cores"], 4);
     // A reset keeps the QEMU process: nothing pending is applied. A reboot applies it.
-    assert_eq!(sim.post_task("/nodes/pve1/qemu/300/status/reset", json!({})).await, "OK");
-    assert_eq!(pending_keys(&sim.get("/nodes/pve1/qemu/300/pending").await).len(), 2);
-    assert_eq!(sim.post_task("/nodes/pve1/qemu/300/status/reboot", json!({})).await, "OK");
+    assert_eq!(
+        sim.post_task("/nodes/pve1/qemu/300/status/reset", json!({}))
+            .await,
+        "OK"
+    );
+    assert_eq!(
+        pending_keys(&sim.get("/nodes/pve1/qemu/300/pending").await).len(),
+        2
+    );
+    assert_eq!(
+        sim.post_task("/nodes/pve1/qemu/300/status/reboot", json!({}))
+            .await,
+        "OK"
+    );
     assert!(pending_keys(&sim.get("/nodes/pve1/qemu/300/pending").await).is_empty());
     let applied = sim.get("/nodes/pve1/qemu/300/config?current=1").await;
     assert_eq!(applied.json["data"]["cores"], 4);
     // NICs: a firewall or bridge change applies at once, a model change needs network hot-plug.
     assert_eq!(
-        sim.post_task("/nodes/pve1/qemu/300/config", json!({"hotplug": "disk"})).await,
+        sim.post_task("/nodes/pve1/qemu/300/config", json!({"hotplug": "disk"}))
+            .await,
         "OK"
     );
     let mac = sim.get("/nodes/pve1/qemu/300/config").await.json["data"]["net0"]
@@ -80,7 +92,10 @@ async fn hot_plug_follows_the_vms_hotplug_option() {
     assert_eq!(sim.post_task("/nodes/pve1/qemu/300/config", fw).await, "OK");
     let model = json!({"net0": format!("e1000={mac},bridge=vmbr0,firewall=1")});
     assert_eq!(sim.post_task("/nodes/pve1/qemu/300/config", model).await, "OK");
-    assert_eq!(pending_keys(&sim.get("/nodes/pve1/qemu/300/pending").await), ["net0"]);
+    assert_eq!(
+        pending_keys(&sim.get("/nodes/pve1/qemu/300/pending").await),
+        ["net0"]
+    );
     let now = sim.get("/nodes/pve1/qemu/300/config?current=1").await;
     assert_eq!(
         now.json["data"]["net0"],
@@ -94,17 +109,29 @@ async fn memory_hot_plug_needs_numa_and_1024_mib() {
     sim.clone_vm(310, "nonuma").await;
     let cfg = json!({"memory": "2048", "hotplug": "network,disk,usb,memory"});
     assert_eq!(sim.post_task("/nodes/pve1/qemu/310/config", cfg).await, "OK");
-    let st = sim.post_task("/nodes/pve1/qemu/310/status/start", json!({})).await;
-    assert!(st.starts_with("NUMA needs to be enabled for memory hotplug"), "{st}");
+    let st = sim
+        .post_task("/nodes/pve1/qemu/310/status/start", json!({}))
+        .await;
+    assert!(
+        st.starts_with("NUMA needs to be enabled for memory hotplug"),
+        "{st}"
+    );
     let cfg = json!({"memory": "512", "numa": 1});
     assert_eq!(sim.post_task("/nodes/pve1/qemu/310/config", cfg).await, "OK");
-    let st = sim.post_task("/nodes/pve1/qemu/310/status/start", json!({})).await;
+    let st = sim
+        .post_task("/nodes/pve1/qemu/310/status/start", json!({}))
+        .await;
     assert!(st.starts_with("minimum memory must be 1024MB"), "{st}");
     assert_eq!(
-        sim.post_task("/nodes/pve1/qemu/310/config", json!({"memory": "1024"})).await,
+        sim.post_task("/nodes/pve1/qemu/310/config", json!({"memory": "1024"}))
+            .await,
         "OK"
     );
-    assert_eq!(sim.post_task("/nodes/pve1/qemu/310/status/start", json!({})).await, "OK");
+    assert_eq!(
+        sim.post_task("/nodes/pve1/qemu/310/status/start", json!({}))
+            .await,
+        "OK"
+    );
 }
 
 #[tokio::test]
@@ -127,15 +154,30 @@ async fn paused_vms_protection_nic_options_and_task_lists() {
     );
     assert!(sim.server.state().vm(320).is_some());
     // A paused VM cannot reboot (a reboot is a shutdown first).
-    assert_eq!(sim.post_task("/nodes/pve1/qemu/320/status/start", json!({})).await, "OK");
-    assert_eq!(sim.post_task("/nodes/pve1/qemu/320/status/suspend", json!({})).await, "OK");
+    assert_eq!(
+        sim.post_task("/nodes/pve1/qemu/320/status/start", json!({}))
+            .await,
+        "OK"
+    );
+    assert_eq!(
+        sim.post_task("/nodes/pve1/qemu/320/status/suspend", json!({}))
+            .await,
+        "OK"
+    );
     let r = sim.post("/nodes/pve1/qemu/320/status/reboot", json!({})).await;
     assert_eq!(r.status, 500);
     assert_eq!(r.json["message"], "VM is paused - cannot shutdown\n");
-    assert_eq!(sim.post_task("/nodes/pve1/qemu/320/status/resume", json!({})).await, "OK");
     assert_eq!(
-        sim.post_task("/nodes/pve1/qemu/320/status/shutdown", json!({"timeout": 30, "forceStop": 1}))
+        sim.post_task("/nodes/pve1/qemu/320/status/resume", json!({}))
             .await,
+        "OK"
+    );
+    assert_eq!(
+        sim.post_task(
+            "/nodes/pve1/qemu/320/status/shutdown",
+            json!({"timeout": 30, "forceStop": 1})
+        )
+        .await,
         "OK"
     );
     // The node's task list of the VM, newest first.
@@ -156,14 +198,21 @@ async fn an_ignored_shutdown_waits_out_its_timeout_before_force_stop() {
     config.scenario.guest.ignore_shutdown = true;
     let sim = common::start(config).await;
     sim.clone_vm(330, "stubborn").await;
-    assert_eq!(sim.post_task("/nodes/pve1/qemu/330/status/start", json!({})).await, "OK");
+    assert_eq!(
+        sim.post_task("/nodes/pve1/qemu/330/status/start", json!({}))
+            .await,
+        "OK"
+    );
     sim.server.state().set_latency(pve_sim::scenario::LatencySpec {
         profile: pve_sim::scenario::Profile::Realistic,
         ..Default::default()
     });
     let started = std::time::Instant::now();
     let r = sim
-        .post("/nodes/pve1/qemu/330/status/shutdown", json!({"timeout": 1, "forceStop": 1}))
+        .post(
+            "/nodes/pve1/qemu/330/status/shutdown",
+            json!({"timeout": 1, "forceStop": 1}),
+        )
         .await;
     let upid = r.json["data"].as_str().unwrap().to_owned();
     assert_eq!(sim.wait_task(&upid).await, "OK");

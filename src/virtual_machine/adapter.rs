@@ -51,7 +51,11 @@ impl Adapter for VmAdapter<'_> {
         Ok(Report::default())
     }
 
-    async fn bootstrap_image(&self, vm: &VmFacts, region: Option<String>) -> Result<Image, VirtualMachineError> {
+    async fn bootstrap_image(
+        &self,
+        vm: &VmFacts,
+        region: Option<String>,
+    ) -> Result<Image, VirtualMachineError> {
         let failed = |message: String| {
             Image::Failed(Failure {
                 reason: Reason::VmFailed,
@@ -112,7 +116,10 @@ impl VmAdapter<'_> {
         let secret = Api::<Secret>::namespaced(self.kube.clone(), &ns)
             .get_opt(&r.name)
             .await
-            .map_err(VirtualMachineError::kube(format!("getting Secret {ns}/{}", r.name)))?;
+            .map_err(VirtualMachineError::kube(format!(
+                "getting Secret {ns}/{}",
+                r.name
+            )))?;
         Ok(match secret {
             None => Err(format!("user-data Secret {ns}/{} not found", r.name)),
             Some(s) => s
@@ -282,6 +289,9 @@ mod tests {
         assert!(!d[0].dhcp4 && d[1].dhcp4);
         let net = crate::bootstrap::render_network_config(&input.network, NetworkConfigFormat::NetplanV2Bare)
             .unwrap();
-        assert!(net.contains("10.0.0.5/24") && net.contains("dhcp4: true"), "{net}");
+        assert!(
+            net.contains("10.0.0.5/24") && net.contains("dhcp4: true"),
+            "{net}"
+        );
     }
 }

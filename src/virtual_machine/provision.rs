@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use capmox_api::vm::{self as api, OWNER_TAG_PREFIX, POWER_REQUEST_ANNOTATION, ProxmoxVirtualMachine, RESTARTED_AT_ANNOTATION};
+use capmox_api::vm::{
+    self as api, OWNER_TAG_PREFIX, POWER_REQUEST_ANNOTATION, ProxmoxVirtualMachine, RESTARTED_AT_ANNOTATION,
+};
 use kube::ResourceExt;
 
 use super::adapter::VmAdapter;
@@ -94,7 +96,10 @@ fn adopt(pvm: &ProxmoxVirtualMachine, snap: &Snapshot, record: &mut VmRecord) ->
             "VM {vmid} is managed by another ProxmoxVirtualMachine (tag {other})"
         ));
     }
-    let name = r.name.clone().ok_or_else(|| format!("VM {vmid} has no name yet; waiting"))?;
+    let name = r
+        .name
+        .clone()
+        .ok_or_else(|| format!("VM {vmid} has no name yet; waiting"))?;
     record.vmid = Some(vmid);
     record.node.clone_from(&r.node);
     record.bootstrap_delivered = true;
@@ -247,7 +252,11 @@ pub async fn provision(
         events.push((warning, reason.to_owned(), message));
     }
     if let Some((reason, message)) = &out.report.warning {
-        events.push((true, crate::machine::record::reason(*reason).to_owned(), message.clone()));
+        events.push((
+            true,
+            crate::machine::record::reason(*reason).to_owned(),
+            message.clone(),
+        ));
     }
     Ok(PassOutcome {
         step: Some(out.step),

@@ -162,7 +162,10 @@ pub fn desired_vm(pvm: &ProxmoxVirtualMachine, adopted: bool) -> DesiredVm {
         })
         .collect();
     let mut tags = spec.tags.clone().unwrap_or_default();
-    tags.push(api::owner_tag(&pvm.namespace().unwrap_or_default(), &pvm.name_any()));
+    tags.push(api::owner_tag(
+        &pvm.namespace().unwrap_or_default(),
+        &pvm.name_any(),
+    ));
     DesiredVm {
         sockets: positive(spec.num_sockets),
         cores: positive(spec.num_cores),
@@ -267,7 +270,11 @@ mod tests {
         assert!(s.desired.tags.contains(&"capmox-vm_apps_db-1".to_owned()));
         assert_eq!(s.desired.nics[0].mac.as_deref(), Some("bc:24:11:aa:bb:cc"));
         assert!(s.desired.options.contains(&("protection".into(), "1".into())));
-        assert!(s.desired.options.contains(&("hotplug".into(), "network,disk,usb,cpu,memory".into())));
+        assert!(
+            s.desired
+                .options
+                .contains(&("hotplug".into(), "network,disk,usb,cpu,memory".into()))
+        );
         assert!(s.desired.options.contains(&("numa".into(), "1".into())));
         let op = s.operation.unwrap();
         assert_eq!(op.run, operate::RunStrategy::Halted);

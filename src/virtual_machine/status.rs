@@ -2,9 +2,7 @@
 //! Viti's names), the conditions `Ready`, `VMCreated`, `ResourcesAllocated`, `NetworkConfigured`
 //! and `RestartRequired`, the guest's addresses and OS, the console URL, and the event of the step.
 
-use capmox_api::vm::{
-    self as api, ProxmoxVirtualMachine, ProxmoxVirtualMachineStatus, RunStrategy, VmPhase,
-};
+use capmox_api::vm::{self as api, ProxmoxVirtualMachine, ProxmoxVirtualMachineStatus, RunStrategy, VmPhase};
 
 use crate::conditions::{self, Desired};
 use crate::proxmox::Upid;
@@ -133,7 +131,11 @@ pub fn show(pvm: &mut ProxmoxVirtualMachine, record: &VmRecord, shown: &Shown<'_
         status,
         generation,
         &if created {
-            Desired::truthy(api::VM_CREATED_CONDITION, if adopted { "Adopted" } else { "Created" }, "")
+            Desired::truthy(
+                api::VM_CREATED_CONDITION,
+                if adopted { "Adopted" } else { "Created" },
+                "",
+            )
         } else {
             match failure {
                 Some(f) => Desired::falsy(
@@ -207,10 +209,18 @@ pub fn event(step: &Step, vmid: Option<u32>) -> Option<(bool, &'static str, Stri
     let id = vmid.map(|v| v.to_string()).unwrap_or_default();
     Some(match step {
         Step::CloneVm => (false, "Cloning", format!("cloning VM {id}")),
-        Step::DeliverBootstrapData => (false, "BootstrapDelivered", format!("NoCloud ISO attached to VM {id}")),
+        Step::DeliverBootstrapData => (
+            false,
+            "BootstrapDelivered",
+            format!("NoCloud ISO attached to VM {id}"),
+        ),
         Step::PowerOn => (false, "Starting", format!("starting VM {id}")),
         Step::Operate(op) => match op {
-            OpStep::Created => (false, "Created", format!("VM {id} created (stopped, as its run strategy says)")),
+            OpStep::Created => (
+                false,
+                "Created",
+                format!("VM {id} created (stopped, as its run strategy says)"),
+            ),
             OpStep::Start(_) => (false, "Starting", format!("starting VM {id}")),
             OpStep::Shutdown(_) => (false, "ShuttingDown", format!("shutting VM {id} down")),
             OpStep::Stop(_) => (false, "Stopping", format!("stopping VM {id}")),
@@ -218,7 +228,11 @@ pub fn event(step: &Step, vmid: Option<u32>) -> Option<(bool, &'static str, Stri
             OpStep::Pause => (false, "Pausing", format!("pausing VM {id}")),
             OpStep::Resume => (false, "Resuming", format!("resuming VM {id}")),
             OpStep::Reboot(_) => (false, "Restarting", format!("rebooting VM {id}")),
-            OpStep::StopForRestart(_) => (false, "Restarting", format!("restarting VM {id} (stop, then start)")),
+            OpStep::StopForRestart(_) => (
+                false,
+                "Restarting",
+                format!("restarting VM {id} (stop, then start)"),
+            ),
             OpStep::Reconfigure(u) => (
                 false,
                 "Reconfiguring",
@@ -232,9 +246,11 @@ pub fn event(step: &Step, vmid: Option<u32>) -> Option<(bool, &'static str, Stri
                         .join(", ")
                 ),
             ),
-            OpStep::GrowDisk { disk, size_gib } => {
-                (false, "DiskGrowing", format!("growing {disk} of VM {id} to {size_gib} GiB"))
-            }
+            OpStep::GrowDisk { disk, size_gib } => (
+                false,
+                "DiskGrowing",
+                format!("growing {disk} of VM {id} to {size_gib} GiB"),
+            ),
             _ => return None,
         },
         _ => return None,
@@ -256,9 +272,18 @@ mod tests {
             power,
             ..Shown::default()
         };
-        assert_eq!(phase(&provisioned, &shown(Some(Power::Running)), None), VmPhase::Running);
-        assert_eq!(phase(&provisioned, &shown(Some(Power::Paused)), None), VmPhase::Paused);
-        assert_eq!(phase(&provisioned, &shown(None), Some(VmPhase::Stopped)), VmPhase::Stopped);
+        assert_eq!(
+            phase(&provisioned, &shown(Some(Power::Running)), None),
+            VmPhase::Running
+        );
+        assert_eq!(
+            phase(&provisioned, &shown(Some(Power::Paused)), None),
+            VmPhase::Paused
+        );
+        assert_eq!(
+            phase(&provisioned, &shown(None), Some(VmPhase::Stopped)),
+            VmPhase::Stopped
+        );
         let step = Step::Operate(OpStep::Shutdown(None));
         let s = Shown {
             step: Some(&step),
@@ -269,7 +294,10 @@ mod tests {
             task: Some("UPID:pve1:00000001:00000002:65000000:qmreboot:200:root@pam:".into()),
             ..provisioned.clone()
         };
-        assert_eq!(phase(&polling, &shown(Some(Power::Running)), None), VmPhase::Starting);
+        assert_eq!(
+            phase(&polling, &shown(Some(Power::Running)), None),
+            VmPhase::Starting
+        );
         assert_eq!(phase(&VmRecord::default(), &shown(None), None), VmPhase::Pending);
         let url = url::Url::parse("https://pve.example:8006/api2/json").unwrap();
         assert_eq!(

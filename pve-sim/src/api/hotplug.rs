@@ -150,18 +150,37 @@ mod tests {
     #[test]
     fn hotplug_classes_decide() {
         let plain = cfg(&[("net0", "virtio=BC:24:11:00:00:01,bridge=vmbr0")]);
-        assert!(!applies_live("memory", "4096", &plain), "default hotplug has no memory");
+        assert!(
+            !applies_live("memory", "4096", &plain),
+            "default hotplug has no memory"
+        );
         assert!(!applies_live("cores", "4", &plain));
         assert!(applies_live("tags", "a", &plain));
-        assert!(applies_live("net0", "virtio=BC:24:11:00:00:01,bridge=vmbr1,firewall=1", &plain));
-        assert!(applies_live("net0", "e1000=BC:24:11:00:00:01,bridge=vmbr0", &plain), "network hotplug");
+        assert!(applies_live(
+            "net0",
+            "virtio=BC:24:11:00:00:01,bridge=vmbr1,firewall=1",
+            &plain
+        ));
+        assert!(
+            applies_live("net0", "e1000=BC:24:11:00:00:01,bridge=vmbr0", &plain),
+            "network hotplug"
+        );
         let full = cfg(&[("hotplug", "network,disk,usb,cpu,memory"), ("numa", "1")]);
         assert!(applies_live("memory", "4096", &full));
         assert!(applies_live("vcpus", "4", &full));
-        assert!(!applies_live("cores", "4", &full), "sockets and cores never hot-plug");
+        assert!(
+            !applies_live("cores", "4", &full),
+            "sockets and cores never hot-plug"
+        );
         assert!(!applies_live("hotplug", "network", &full));
-        let none = cfg(&[("hotplug", "0"), ("net0", "virtio=BC:24:11:00:00:01,bridge=vmbr0")]);
-        assert!(!applies_live("net0", "virtio,bridge=vmbr0", &none), "a new MAC needs hotplug");
+        let none = cfg(&[
+            ("hotplug", "0"),
+            ("net0", "virtio=BC:24:11:00:00:01,bridge=vmbr0"),
+        ]);
+        assert!(
+            !applies_live("net0", "virtio,bridge=vmbr0", &none),
+            "a new MAC needs hotplug"
+        );
         assert!(!applies_live("scsi1", "local-lvm:vm-1-disk-1,size=1G", &none));
         assert_eq!(
             start_refusal(&cfg(&[("hotplug", "memory")]), 2048).as_deref(),

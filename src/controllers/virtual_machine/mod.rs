@@ -88,7 +88,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let mut logged = false;
     while !crd_served(&client).await {
         if !logged {
-            tracing::info!("{PLURAL}.{GROUP} is not served; the ProxmoxVirtualMachine controller waits for it");
+            tracing::info!(
+                "{PLURAL}.{GROUP} is not served; the ProxmoxVirtualMachine controller waits for it"
+            );
             logged = true;
         }
         tokio::select! {

@@ -97,7 +97,13 @@ pub(super) async fn persist(
 }
 
 /// Publishes an Event about `pvm`.
-pub(super) async fn publish(vc: &VmCtx, pvm: &ProxmoxVirtualMachine, warning: bool, reason: &str, note: String) {
+pub(super) async fn publish(
+    vc: &VmCtx,
+    pvm: &ProxmoxVirtualMachine,
+    warning: bool,
+    reason: &str,
+    note: String,
+) {
     let ev = Event {
         type_: if warning {
             EventType::Warning
@@ -117,11 +123,12 @@ pub(super) async fn publish(vc: &VmCtx, pvm: &ProxmoxVirtualMachine, warning: bo
 /// The phase metric of `pvm`.
 pub(super) fn record_phase(vc: &VmCtx, pvm: &ProxmoxVirtualMachine) {
     let status = pvm.status.as_ref();
-    let phase = status
-        .and_then(|s| s.phase)
-        .map_or("Pending", |p| p.as_str());
+    let phase = status.and_then(|s| s.phase).map_or("Pending", |p| p.as_str());
     let node = status.and_then(|s| s.node.clone()).unwrap_or_default();
-    vc.ctx
-        .metrics
-        .set_virtual_machine_phase(&pvm.namespace().unwrap_or_default(), &pvm.name_any(), phase, &node);
+    vc.ctx.metrics.set_virtual_machine_phase(
+        &pvm.namespace().unwrap_or_default(),
+        &pvm.name_any(),
+        phase,
+        &node,
+    );
 }

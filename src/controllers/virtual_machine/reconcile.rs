@@ -18,10 +18,10 @@ use super::{CONTROLLER, CREDENTIALS_TTL, VmCtx, key_of};
 use crate::conditions::{self, Desired};
 use crate::proxmox::Client;
 use crate::proxmox::view::ProxmoxView;
+use crate::virtual_machine::VirtualMachineError;
 use crate::virtual_machine::delete::delete;
 use crate::virtual_machine::owner_of;
 use crate::virtual_machine::provision::{PassInputs, provision};
-use crate::virtual_machine::VirtualMachineError;
 use crate::vm::Next;
 
 /// Passes one reconcile runs in a row while each step says "go on now".
@@ -61,7 +61,9 @@ async fn client(vc: &VmCtx, pvm: &ProxmoxVirtualMachine) -> Result<Client, Virtu
             "getting credentials Secret {ns}/{}",
             r.name
         )))?
-        .ok_or_else(|| VirtualMachineError::Credentials(format!("credentials Secret {ns}/{} not found", r.name)))?;
+        .ok_or_else(|| {
+            VirtualMachineError::Credentials(format!("credentials Secret {ns}/{} not found", r.name))
+        })?;
     let client = ctx.proxmox.for_secret(&secret)?;
     vc.credentials
         .lock()
@@ -115,7 +117,10 @@ pub(super) async fn reconcile(
     result
 }
 
-async fn reconcile_inner(cached: &ProxmoxVirtualMachine, vc: &Arc<VmCtx>) -> Result<Action, VirtualMachineError> {
+async fn reconcile_inner(
+    cached: &ProxmoxVirtualMachine,
+    vc: &Arc<VmCtx>,
+) -> Result<Action, VirtualMachineError> {
     let ctx = &vc.ctx;
     let ns = cached.namespace().unwrap_or_default();
     let Some(pvm) = current(vc, cached) else {
