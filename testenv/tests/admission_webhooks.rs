@@ -58,6 +58,11 @@ fn answer(path: &str, review: &Value) -> Value {
         }
         "/validate" => resp["warnings"] = json!(["validated"]),
         "/bad-uid" => resp["uid"] = json!("not-the-uid"),
+        "/validate-delete" if req["oldObject"]["metadata"]["labels"]["keep"] == "yes" => {
+            resp["allowed"] = json!(false);
+            resp["status"] = json!({"code": 403, "reason": "Forbidden",
+                "message": format!("{} is kept", req["oldObject"]["metadata"]["name"].as_str().unwrap_or_default())});
+        }
         _ => {}
     }
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": resp})
@@ -574,4 +579,52 @@ async fn failure_policy_fail_and_ignore() {
         "{}",
         e.message
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn validating_webhooks_see_deletes_of_one_object() {
+    let env = env().await;
+    let c = env.client();
+    install_test_crds(&env).await;
+    let (url, ca, seen) = webhook().await;
+    let ns = namespace(&c).await;
+    let on_delete = json!({"rules": [{"apiGroups": [GROUP], "apiVersions": ["v1"],
+        "operations": ["CREATE", "DELETE"], "resources": ["widgets"]}]});
+    configure(
+        &c,
+        vec![],
+        vec![hook("d.example.testenv.io", &format!("{url}/validate-delete"), &ca, &["v1"], on_delete)],
+    )
+    .await;
+    wait_effective(&c, &ns, &seen, &["/validate-delete"]).await;
+    let api = widgets(&c, &ns, "v1");
+    api.create(&PostParams::default(), &labelled("kept", "v1", 1, json!({"keep": "yes"})))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &labelled("free", "v1", 1, json!({"keep": "no"})))
+        .await
+        .unwrap();
+    seen.lock().unwrap().clear();
+    let e = api.delete("kept", &Default::default()).await.unwrap_err();
+    let kube::Error::Api(s) = e else {
+        panic!("expected a denial, got {e}")
+    };
+    assert_eq!(s.code, 403);
+    assert_eq!(
+        s.message,
+        "admission webhook \"d.example.testenv.io\" denied the request: kept is kept"
+    );
+    assert!(api.get_opt("kept").await.unwrap().is_some(), "a denied delete deletes nothing");
+    api.delete("free", &Default::default()).await.unwrap();
+    let seen = seen.lock().unwrap();
+    let (_, review) = seen
+        .iter()
+        .find(|(_, r)| r["request"]["name"] == "free")
+        .expect("the delete was reviewed");
+    let req = &review["request"];
+    assert_eq!(req["operation"], "DELETE");
+    assert!(req["object"].is_null(), "{req}");
+    assert_eq!(req["oldObject"]["metadata"]["name"], "free");
+    assert_eq!(req["namespace"], ns.as_str());
+    assert_eq!(req["options"]["kind"], "DeleteOptions");
 }

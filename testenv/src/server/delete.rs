@@ -173,6 +173,7 @@ pub async fn delete(st: &State, rr: &ResourceReq, body: &[u8]) -> ApiResult<Resp
             "modified",
         ));
     }
+    super::webhooks::validate_delete(st, def, &rr.version, &stored, rr.dry_run()).await?;
     let (obj, _) = delete_object(st, def, &ns, &name, opts.propagation.as_deref(), rr.dry_run())?;
     Ok(json_response(200, &to_version(st, def, obj, &rr.version).await?))
 }

@@ -1,7 +1,8 @@
 //! Admission webhooks, called the way kube-apiserver calls them: on CREATE and UPDATE of a
-//! resource (not DELETE/CONNECT), every configured webhook whose rules, scope and selectors match
-//! gets an `AdmissionReview` (v1, or v1beta1 when only that is accepted) over HTTPS at
-//! `clientConfig.url` trusting `clientConfig.caBundle`.
+//! resource, and for the validating ones on DELETE of one object (`object` null, `oldObject` the
+//! stored one, `options` a `DeleteOptions`; not CONNECT, not deletecollection), every configured
+//! webhook whose rules, scope and selectors match gets an `AdmissionReview` (v1, or v1beta1 when
+//! only that is accepted) over HTTPS at `clientConfig.url` trusting `clientConfig.caBundle`.
 //!
 //! * Mutating webhooks run first (configurations by name, webhooks in order), on the object
 //!   after the request version's defaulting; their JSON patches are applied and the object is
@@ -359,10 +360,16 @@ fn build_review(hook: &Value, a: &Attrs<'_>, call_version: &str, obj: &Value, ol
     };
     let gvk = |v: &str| json!({"group": a.def.group, "version": v, "kind": a.def.kind});
     let gvr = |v: &str| json!({"group": a.def.group, "version": v, "resource": a.def.plural});
-    let options_kind = if a.operation == "CREATE" {
-        "CreateOptions"
+    let options_kind = match a.operation {
+        "CREATE" => "CreateOptions",
+        "DELETE" => "DeleteOptions",
+        _ => "UpdateOptions",
+    };
+    // A DELETE has no new object: the review carries the stored one as `oldObject` only.
+    let (object, old) = if a.operation == "DELETE" {
+        (Value::Null, Some(obj))
     } else {
-        "UpdateOptions"
+        (obj.clone(), old)
     };
     let mut request = json!({
         "uid": uid,
@@ -374,7 +381,7 @@ fn build_review(hook: &Value, a: &Attrs<'_>, call_version: &str, obj: &Value, ol
         "operation": a.operation,
         "userInfo": {"username": "testenv-admin", "uid": "testenv-admin-uid",
                      "groups": ["system:masters", "system:authenticated"]},
-        "object": obj,
+        "object": object,
         "oldObject": old.cloned().unwrap_or(Value::Null),
         "dryRun": a.dry_run,
         "options": {"kind": options_kind, "apiVersion": "meta.k8s.io/v1"},
@@ -490,6 +497,26 @@ pub async fn mutate(st: &State, a: &Attrs<'_>, obj: Value, old: Option<&Value>) 
         obj = at_version(a.def, &sent, a.version).await?;
     }
     Ok(obj)
+}
+
+/// Runs the validating webhooks on the DELETE of `stored` (one object, in `version`).
+pub async fn validate_delete(
+    st: &State,
+    def: &ResourceDef,
+    version: &str,
+    stored: &Value,
+    dry_run: bool,
+) -> ApiResult<()> {
+    let warnings = Warnings::default();
+    let a = Attrs {
+        def,
+        version,
+        sub: None,
+        operation: "DELETE",
+        dry_run,
+        warnings: &warnings,
+    };
+    validate(st, &a, stored, None).await
 }
 
 /// Runs the validating webhooks on the admitted `obj` (in `a.version`).
