@@ -8,6 +8,7 @@
 //! * [`convert`] — `ConversionReview`;
 //! * [`review`] — `AdmissionReview` decoding and answers;
 //! * [`cluster`], [`machine`], [`machine_template`] — capmox's rules per kind;
+//! * [`virtual_machine`] — the ProxmoxVirtualMachine rules (and the protection of its deletion);
 //! * [`field`] — field errors and the `Status` shapes of denials;
 //! * [`serve`] — the accept loop.
 
@@ -19,6 +20,7 @@ pub mod machine_template;
 pub mod review;
 pub mod serve;
 pub mod tls;
+pub mod virtual_machine;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -118,6 +120,10 @@ pub fn router() -> Router {
         );
     }
     router
+        .route(
+            capmox_api::webhook::vm::VM_VALIDATE_PATH,
+            post(|body: Bytes| async move { axum::Json(virtual_machine::handle(&body)) }),
+        )
         .route(
             CONVERSION_PATH,
             post(|body: Bytes| async move {

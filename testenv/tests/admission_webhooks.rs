@@ -593,17 +593,29 @@ async fn validating_webhooks_see_deletes_of_one_object() {
     configure(
         &c,
         vec![],
-        vec![hook("d.example.testenv.io", &format!("{url}/validate-delete"), &ca, &["v1"], on_delete)],
+        vec![hook(
+            "d.example.testenv.io",
+            &format!("{url}/validate-delete"),
+            &ca,
+            &["v1"],
+            on_delete,
+        )],
     )
     .await;
     wait_effective(&c, &ns, &seen, &["/validate-delete"]).await;
     let api = widgets(&c, &ns, "v1");
-    api.create(&PostParams::default(), &labelled("kept", "v1", 1, json!({"keep": "yes"})))
-        .await
-        .unwrap();
-    api.create(&PostParams::default(), &labelled("free", "v1", 1, json!({"keep": "no"})))
-        .await
-        .unwrap();
+    api.create(
+        &PostParams::default(),
+        &labelled("kept", "v1", 1, json!({"keep": "yes"})),
+    )
+    .await
+    .unwrap();
+    api.create(
+        &PostParams::default(),
+        &labelled("free", "v1", 1, json!({"keep": "no"})),
+    )
+    .await
+    .unwrap();
     seen.lock().unwrap().clear();
     let e = api.delete("kept", &Default::default()).await.unwrap_err();
     let kube::Error::Api(s) = e else {
@@ -614,7 +626,10 @@ async fn validating_webhooks_see_deletes_of_one_object() {
         s.message,
         "admission webhook \"d.example.testenv.io\" denied the request: kept is kept"
     );
-    assert!(api.get_opt("kept").await.unwrap().is_some(), "a denied delete deletes nothing");
+    assert!(
+        api.get_opt("kept").await.unwrap().is_some(),
+        "a denied delete deletes nothing"
+    );
     api.delete("free", &Default::default()).await.unwrap();
     let seen = seen.lock().unwrap();
     let (_, review) = seen

@@ -233,6 +233,17 @@ pub fn webhook_manifests() -> Result<String, ManifestError> {
     ))
 }
 
+/// `config/webhook/vm_manifests.yaml`: the ProxmoxVirtualMachine validating configuration, with
+/// the CA injection annotation.
+pub fn vm_webhook_manifests() -> Result<String, ManifestError> {
+    use super::vm::{VM_VALIDATING_CONFIGURATION, vm_validating_configuration};
+    let v = with_ca_injection(
+        VM_VALIDATING_CONFIGURATION,
+        &vm_validating_configuration(VM_VALIDATING_CONFIGURATION, &kustomize_target()),
+    )?;
+    Ok(format!("{HEADER}---\n{}", yaml(VM_VALIDATING_CONFIGURATION, &v)?))
+}
+
 /// `config/webhook/service.yaml`: Service `webhook-service`, 443 → 9443, selecting the manager.
 pub fn service() -> Result<String, ManifestError> {
     let svc = json!({
@@ -250,7 +261,7 @@ pub fn service() -> Result<String, ManifestError> {
 /// `config/webhook/kustomization.yaml`.
 pub fn kustomization() -> Result<String, ManifestError> {
     let k = json!({
-        "resources": ["manifests.yaml", "service.yaml"],
+        "resources": ["manifests.yaml", "vm_manifests.yaml", "service.yaml"],
         "configurations": ["kustomizeconfig.yaml"],
     });
     Ok(format!("{HEADER}{}", yaml("kustomization", &k)?))
@@ -324,6 +335,10 @@ pub fn ca_injection_patch(kind: WebhookKind) -> Result<String, ManifestError> {
 pub fn files() -> Result<BTreeMap<PathBuf, String>, ManifestError> {
     let mut out = BTreeMap::new();
     out.insert(PathBuf::from("webhook/manifests.yaml"), webhook_manifests()?);
+    out.insert(
+        PathBuf::from("webhook/vm_manifests.yaml"),
+        vm_webhook_manifests()?,
+    );
     out.insert(PathBuf::from("webhook/service.yaml"), service()?);
     out.insert(PathBuf::from("webhook/kustomization.yaml"), kustomization()?);
     out.insert(PathBuf::from("webhook/kustomizeconfig.yaml"), kustomizeconfig()?);

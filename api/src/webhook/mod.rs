@@ -9,6 +9,7 @@
 
 pub mod manifests;
 pub mod registration;
+pub mod vm;
 
 use crate::consts::GROUP;
 

@@ -37,6 +37,19 @@ pub fn admission_configurations(
     )
 }
 
+/// The ProxmoxVirtualMachine validating configuration as released
+/// (`capmox-vm-validating-webhook-configuration`), sending to `base_url` and trusting `ca_bundle`.
+pub fn vm_admission_configuration(base_url: &str, ca_bundle: &[u8]) -> ValidatingWebhookConfiguration {
+    let target = Target::Url {
+        base: base_url.to_owned(),
+        ca_bundle: ca_bundle.to_vec(),
+    };
+    super::vm::vm_validating_configuration(
+        &format!("{RELEASE_NAME_PREFIX}{}", super::vm::VM_VALIDATING_CONFIGURATION),
+        &target,
+    )
+}
+
 /// The `spec.conversion` sending ConversionReviews to `<base_url>/convert`, trusting `ca_bundle`.
 pub fn conversion(base_url: &str, ca_bundle: &[u8]) -> CustomResourceConversion {
     CustomResourceConversion {
