@@ -208,6 +208,9 @@ pub enum Command {
     /// objects beside them to v1beta2 (capmox's `clusterctl capmox-convert`; also run as
     /// `clusterctl-capmox-convert`).
     Convert(crate::convert::ConvertArgs),
+    /// Start, stop, restart, pause, unpause a ProxmoxVirtualMachine or print its console URL
+    /// (virtctl's verbs; also run as the kubectl plugin `kubectl-pvm`).
+    Vm(crate::vmctl::VmArgs),
 }
 
 /// Log output format.

@@ -25,4 +25,5 @@ pub mod telemetry;
 pub mod user_agent;
 pub mod virtual_machine;
 pub mod vm;
+pub mod vmctl;
 pub mod webhooks;

@@ -20,10 +20,26 @@ async fn main() -> ExitCode {
     if invoked_as.as_deref() == Some("clusterctl-capmox-convert") {
         args.insert(1, "convert".into());
     }
+    // Installed as `kubectl-pvm`, it is the kubectl plugin `kubectl pvm start|stop|… NAME`.
+    if invoked_as.as_deref() == Some("kubectl-pvm") {
+        args.insert(1, "vm".into());
+    }
     let cli = Cli::parse_from(capmox::convert::normalize_args(args));
     if let Some(Command::Convert(convert)) = &cli.command {
         return match capmox::convert::run(convert) {
             Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if let Some(Command::Vm(vm)) = &cli.command {
+        return match capmox::vmctl::main(vm).await {
+            Ok(message) => {
+                println!("{message}");
+                ExitCode::SUCCESS
+            }
             Err(e) => {
                 eprintln!("error: {e}");
                 ExitCode::FAILURE

@@ -18,6 +18,7 @@ pub mod manager;
 pub mod objects;
 pub mod report;
 mod run;
+pub mod vms;
 mod world;
 
 use std::path::PathBuf;

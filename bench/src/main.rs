@@ -15,6 +15,10 @@ struct Args {
     /// Runs: machine counts, each optionally with `@realistic` or `@instant`.
     #[arg(long, default_value = "1,10,100,1000@instant")]
     machines: String,
+    /// Standalone-VM runs (ProxmoxVirtualMachines, no Cluster API): VM counts, each optionally
+    /// with `@realistic` or `@instant`; empty for none.
+    #[arg(long, default_value = "10")]
+    vms: String,
     /// Latency profile of runs without `@profile`.
     #[arg(long, default_value = "realistic", value_parser = Profile::parse)]
     profile: Profile,
@@ -89,6 +93,13 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let vm_runs = match parse_runs(&args.vms, args.profile) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("capmox-bench: --vms: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let manager = if args.in_process {
         ManagerMode::InProcess
     } else {
@@ -130,6 +141,19 @@ async fn main() -> ExitCode {
             }
         }
     }
+    let mut vm_reports = Vec::new();
+    for spec in vm_runs {
+        match capmox_bench::vms::run_vms(&opts, spec.machines, spec.profile).await {
+            Ok(r) => {
+                failed |= !r.errors.is_empty();
+                vm_reports.push(r);
+            }
+            Err(e) => {
+                eprintln!("capmox-bench: the {}-VM run failed: {e}", spec.machines);
+                failed = true;
+            }
+        }
+    }
     let json = serde_json::to_string_pretty(&reports).unwrap_or_default();
     if let Some(path) = &args.json_out
         && let Err(e) = std::fs::write(path, &json)
@@ -140,6 +164,9 @@ async fn main() -> ExitCode {
         println!("{json}");
     } else {
         println!("{}", capmox_bench::table(&reports));
+        if !vm_reports.is_empty() {
+            println!("{}", capmox_bench::vms::vm_table(&vm_reports));
+        }
         println!("{}", machine_line());
     }
     if failed {

@@ -42,7 +42,29 @@ pub async fn look(
     let look = view.look(vmid, fresh, need_config.then_some(name)).await?;
     Ok(match look.vm {
         None => (VmPresence::Missing, None),
-        Some(vm) => (classify(name, vm), look.booted),
+        Some(vm) => {
+            let node = vm.node.clone();
+            let listed = vm.clone();
+            match classify(name, vm) {
+                // PVE names a VM in `/cluster/resources` from pvestatd's last cycle: a clone that
+                // ended since still shows as `VM <vmid>` for up to ten seconds. Before calling
+                // the VM someone else's, its config says.
+                VmPresence::Foreign { .. } if !listed.config.template => {
+                    // (The config is read once and kept: a foreign VM's too, which is cheap.)
+                    match view.config(&node, vmid).await? {
+                        Some(config) if !config.template && config.name.as_deref() == Some(name) => (
+                            VmPresence::Ours(Box::new(VmFacts {
+                                config: (*config).clone(),
+                                ..listed
+                            })),
+                            look.booted,
+                        ),
+                        _ => (classify(name, listed), look.booted),
+                    }
+                }
+                presence => (presence, look.booted),
+            }
+        }
     })
 }
 

@@ -227,6 +227,11 @@ async fn read_guest<A: Adapter>(env: &Env<'_, A>, record: &mut VmRecord) -> Resu
     let uptime = env
         .booted
         .map_or(Duration::from_secs(vm.uptime_secs), |b| Instant::now() - b);
+    // Guest agents need a few seconds after boot: the first look waits for them, as the
+    // provisioning's guest checks do.
+    if let Some(wait) = env.view.guests.too_early(uptime, env.settings.guest_poll) {
+        return Ok(StepResult::next(Next::After(wait)).with_message("waiting for the QEMU guest agent"));
+    }
     let wait = guest_wait(uptime, env.settings.guest_poll);
     let mut result = match guest::read(env.view, vm, &nics).await? {
         GuestRead::NotReady => {
