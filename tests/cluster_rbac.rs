@@ -41,6 +41,7 @@ fn manager_role_matches_declared_rules() {
         .iter()
         .chain(rbac::MACHINE_CONTROLLER)
         .chain(rbac::MACHINE_TEMPLATE_CONTROLLER)
+        .chain(rbac::VIRTUAL_MACHINE_CONTROLLER)
         .chain(rbac::DIAGNOSTICS)
     {
         for v in r.verbs {

@@ -111,6 +111,25 @@ pub const MACHINE_TEMPLATE_CONTROLLER: &[Rule] = &[
     rule("events.k8s.io", "events", &["create", "patch"]),
 ];
 
+/// What the ProxmoxVirtualMachine controller does ([`crate::controllers::virtual_machine`]):
+/// reads and patches ProxmoxVirtualMachines (finalizer, status), reads their credentials and
+/// user-data Secrets, and records events.
+pub const VIRTUAL_MACHINE_CONTROLLER: &[Rule] = &[
+    rule("vm.capmox-rs.io", "proxmoxvirtualmachines", READ_PATCH),
+    rule(
+        "vm.capmox-rs.io",
+        "proxmoxvirtualmachines/status",
+        &["get", "patch"],
+    ),
+    rule(
+        "vm.capmox-rs.io",
+        "proxmoxvirtualmachines/finalizers",
+        &["update"],
+    ),
+    rule("", "secrets", &["get"]),
+    rule("events.k8s.io", "events", &["create", "patch"]),
+];
+
 /// What the secured diagnostics server does ([`crate::diagnostics`]): reviews the bearer token
 /// and the access of every metrics request with the API server.
 pub const DIAGNOSTICS: &[Rule] = &[
@@ -183,6 +202,7 @@ pub fn manager_role() -> ClusterRole {
             CLUSTER_CONTROLLER,
             MACHINE_CONTROLLER,
             MACHINE_TEMPLATE_CONTROLLER,
+            VIRTUAL_MACHINE_CONTROLLER,
             DIAGNOSTICS,
         ])),
         ..Default::default()
@@ -228,12 +248,14 @@ mod tests {
             CLUSTER_CONTROLLER,
             MACHINE_CONTROLLER,
             MACHINE_TEMPLATE_CONTROLLER,
+            VIRTUAL_MACHINE_CONTROLLER,
             DIAGNOSTICS,
         ]);
         for r in CLUSTER_CONTROLLER
             .iter()
             .chain(MACHINE_CONTROLLER)
             .chain(MACHINE_TEMPLATE_CONTROLLER)
+            .chain(VIRTUAL_MACHINE_CONTROLLER)
             .chain(DIAGNOSTICS)
         {
             for v in r.verbs {
