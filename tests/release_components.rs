@@ -56,8 +56,13 @@ fn components_render_with_capmox_names() {
     let crds: Vec<&Value> = docs
         .iter()
         .filter(|d| d["kind"] == "CustomResourceDefinition")
+        .filter(|d| d["spec"]["group"] == "infrastructure.cluster.x-k8s.io")
         .collect();
     assert_eq!(crds.len(), 4);
+    // ProxmoxVirtualMachine (not a Cluster API kind): installed, without contract labels.
+    let vm = find(&docs, "CustomResourceDefinition", "proxmoxvirtualmachines.vm.capmox-rs.io");
+    assert!(vm["metadata"]["labels"]["cluster.x-k8s.io/v1beta1"].is_null());
+    assert_eq!(vm["metadata"]["labels"]["cluster.x-k8s.io/provider"], "infrastructure-proxmox");
     for crd in crds {
         assert_eq!(crd["metadata"]["labels"]["cluster.x-k8s.io/v1beta1"], "v1alpha1");
         assert_eq!(crd["metadata"]["labels"]["cluster.x-k8s.io/v1beta2"], "v1alpha2");
@@ -297,7 +302,13 @@ fn webhooks_are_wired_into_the_components() {
     assert_eq!(service["spec"]["ports"][0]["port"], 443);
     assert_eq!(service["spec"]["ports"][0]["targetPort"], 9443);
     assert_eq!(service["spec"]["selector"]["control-plane"], "controller-manager");
-    for crd in docs.iter().filter(|d| d["kind"] == "CustomResourceDefinition") {
+    // The four multi-version Cluster API kinds convert through the webhook; the single-version
+    // ProxmoxVirtualMachine needs no conversion.
+    for crd in docs
+        .iter()
+        .filter(|d| d["kind"] == "CustomResourceDefinition")
+        .filter(|d| d["spec"]["group"] == "infrastructure.cluster.x-k8s.io")
+    {
         let name = crd["metadata"]["name"].as_str().unwrap();
         assert_eq!(
             crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
