@@ -14,7 +14,7 @@ RELEASE_VERSION ?= v0.11.0-dev
 IMG ?= ghcr.io/capmox-rs/capmox-rs:$(RELEASE_VERSION)
 OUT ?= out
 
-.PHONY: all build test test-real e2e fuzz demo bench chaos crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
+.PHONY: all build test test-real e2e fuzz demo demo-vm bench chaos crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
 
 all: build
 
@@ -61,6 +61,11 @@ fuzz:
 ## demo: pve-sim + in-tree control plane + manager: a 1+2 machine cluster comes up and is torn down
 demo:
 	$(CARGO) run -q -p capmox-demo
+
+## demo-vm: one standalone VM (ProxmoxVirtualMachine, no Cluster API): created, paused, resumed,
+## resized, deleted
+demo-vm:
+	$(CARGO) run -q -p capmox-demo --bin capmox-demo-vm
 
 ## bench: provision, rest, restart and delete 1, 10, 100 (realistic) and 1000 (instant) machines on
 ## pve-sim with the release manager binary and print what it cost (BENCH_ARGS to change the runs,

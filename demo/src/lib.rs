@@ -14,6 +14,7 @@ pub mod objects;
 pub mod progress;
 pub mod report;
 mod steps;
+pub mod vm;
 
 use std::io::Write;
 use std::time::Duration;

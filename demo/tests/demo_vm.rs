@@ -1,0 +1,18 @@
+//! `make demo-vm` with pve-sim's instant profile: the VM runs with its address, is paused,
+//! resumed and resized, and nothing is left after its deletion.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_vm_walks_one_vm_and_leaks_nothing() {
+    let mut out = Vec::new();
+    let result = capmox_demo::vm::run_vm(true, &mut out).await;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    println!("{text}");
+    let report = result.unwrap_or_else(|e| panic!("demo failed: {e}\n{text}"));
+    assert_eq!(report.ips, ["10.40.0.10"], "{text}");
+    assert!(report.vmid.is_some() && report.node.is_some(), "{text}");
+    assert!(report.clean(), "{text}");
+    for phase in ["Running", "Paused"] {
+        assert!(text.contains(&format!("demo-db: {phase}")), "{text}");
+    }
+}
