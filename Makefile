@@ -6,6 +6,8 @@ export CARGO_TERM_COLOR ?= never
 
 # The real kube-apiserver + etcd (envtest layout) for `make test-real`.
 ENVTEST_SETUP ?= ../shared/tools/envtest/setup.sh
+# The Proxmox VE release pve-sim plays in `make test-real` (`make test` plays its default, 8.4).
+REAL_PVE_VERSION ?= 9.1
 # The real Cluster API core managers (v1.13.4, v1.10.2) for `make e2e`.
 CAPI_SETUP ?= ../shared/tools/capi/setup.sh
 
@@ -22,18 +24,19 @@ all: build
 build:
 	$(CARGO) build --workspace --all-targets
 
-## test: run every unit and integration test in the workspace (in-tree API server)
+## test: run every unit and integration test in the workspace (in-tree API server, Proxmox VE 8.4)
 test:
-	env -u KUBEBUILDER_ASSETS -u TEST_ASSET_KUBE_APISERVER -u TEST_ASSET_ETCD \
+	env -u KUBEBUILDER_ASSETS -u TEST_ASSET_KUBE_APISERVER -u TEST_ASSET_ETCD -u PVE_SIM_VERSION \
 	  $(CARGO) test --workspace --all-targets --no-fail-fast
 
-## test-real: every test again, against a real kube-apiserver v1.32 + etcd instead of the in-tree server
+## test-real: every test again, against a real kube-apiserver v1.32 + etcd instead of the in-tree server,
+## with pve-sim playing Proxmox VE 9.1 (PVE_SIM_VERSION) wherever a test does not pin a release
 test-real:
 	@if [ ! -x "$(ENVTEST_SETUP)" ]; then \
 	  echo "test-real: skipped: $(ENVTEST_SETUP) not found (the real kube-apiserver assets from ../shared/tools/envtest)"; \
 	else \
 	  assets=$$($(ENVTEST_SETUP)) && echo "test-real: KUBEBUILDER_ASSETS=$$assets" && \
-	  KUBEBUILDER_ASSETS=$$assets $(CARGO) test --workspace --all-targets --no-fail-fast; \
+	  KUBEBUILDER_ASSETS=$$assets PVE_SIM_VERSION=$(REAL_PVE_VERSION) $(CARGO) test --workspace --all-targets --no-fail-fast; \
 	fi
 
 ## e2e: end to end with the real CAPI core managers v1.13.4 and v1.10.2, the real kube-apiserver,
