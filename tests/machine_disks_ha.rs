@@ -172,7 +172,12 @@ async fn additional_volumes_are_created_once_and_destroyed_with_the_vm() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ha_resource_follows_the_machine_from_first_start_to_deletion() {
-    let h = Harness::start_with(pve_sim::SimConfig::default(), fast_machine_settings()).await;
+    // HA groups are Proxmox VE 8's (9 has rules: `on_pve_9_an_ha_group_is_a_node_affinity_rule`).
+    let sim = pve_sim::SimConfig {
+        pve_version: Some(pve_sim::PveVersion::V8_4),
+        ..Default::default()
+    };
+    let h = Harness::start_with(sim, fast_machine_settings()).await;
     h.sim.state().add_ha_group("prod");
     h.create_cluster("ha", json!({})).await;
     h.create_machine(
