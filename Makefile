@@ -14,7 +14,7 @@ RELEASE_VERSION ?= v0.11.0-dev
 IMG ?= ghcr.io/capmox-rs/capmox-rs:$(RELEASE_VERSION)
 OUT ?= out
 
-.PHONY: all build test test-real e2e fuzz demo bench chaos crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
+.PHONY: all build test test-real e2e fuzz demo bench chaos crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push chart docs docs-serve
 
 all: build
 
@@ -84,6 +84,11 @@ crds:
 ## manifests: regenerate the CRDs and the webhook manifests (config/webhook/, config/crd/patches/)
 manifests: crds
 	$(CARGO) run -q -p capmox-api --bin manifestgen -- config
+
+## chart: regenerate the Helm chart's templates (charts/capmox-rs/templates) from config/ (needs
+## kubectl; tests/helm_chart.rs checks they are current and judges the chart with the real helm)
+chart:
+	$(CARGO) run -q --bin capmox-chart -- --chart charts/capmox-rs --kubectl $(KUBECTL)
 
 ## lint: formatting and clippy, warnings are errors
 lint:
