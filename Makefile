@@ -90,6 +90,20 @@ manifests: crds
 chart:
 	$(CARGO) run -q --bin capmox-chart -- --chart charts/capmox-rs --kubectl $(KUBECTL)
 
+## docs: the book (docs/ → docs/book/index.html): regenerates the Reference from the code, builds
+## it with mdbook (installed from crates.io on first use, offline after that) and checks it
+## (tests/docs_book.rs: drift, links of the sources and of the HTML, one page in headless chromium)
+MDBOOK_VERSION ?= 0.5.4
+MDBOOK ?= $(shell command -v mdbook 2>/dev/null || echo $${CARGO_HOME:-$$HOME/.cargo}/bin/mdbook)
+docs:
+	@if ! "$(MDBOOK)" --version 2>/dev/null | grep -q "v$(MDBOOK_VERSION)"; then \
+	  echo "docs: installing mdbook $(MDBOOK_VERSION) from crates.io"; \
+	  $(CARGO) install mdbook --locked --version $(MDBOOK_VERSION) --no-default-features --features search; \
+	fi
+	$(CARGO) run -q --bin capmox-docs
+	"$(MDBOOK)" build docs
+	$(CARGO) test -q -p capmox --test docs_book
+
 ## lint: formatting and clippy, warnings are errors
 lint:
 	$(CARGO) fmt --all -- --check
