@@ -111,6 +111,7 @@ fn headings(md: &str) -> BTreeSet<String> {
 /// The relative link targets of Markdown text (outside code).
 fn md_links(md: &str) -> Vec<String> {
     let re = regex::Regex::new(r"\]\(([^)\s]+)\)").unwrap();
+    let code = regex::Regex::new(r"`[^`]*`").unwrap();
     let mut fence = false;
     let mut out = Vec::new();
     for line in md.lines() {
@@ -120,7 +121,7 @@ fn md_links(md: &str) -> Vec<String> {
         if fence {
             continue;
         }
-        let line = regex::Regex::new(r"`[^`]*`").unwrap().replace_all(line, "");
+        let line = code.replace_all(line, "");
         for c in re.captures_iter(&line) {
             let t = c[1].to_owned();
             if !t.contains("://") && !t.starts_with("mailto:") {

@@ -11,7 +11,9 @@ use std::time::Duration;
 const INJECTED: &[&str] = &["can't lock file"];
 
 fn is_warning(line: &str) -> bool {
-    line.split_whitespace().take(3).any(|w| w == "WARN" || w == "ERROR")
+    line.split_whitespace()
+        .take(3)
+        .any(|w| w == "WARN" || w == "ERROR")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,7 +42,10 @@ async fn demo_log_is_plain_and_has_no_unexpected_warnings() {
         "--verbose shows the manager's log:\n{stderr}"
     );
     for (what, text) in [("stdout", &stdout), ("stderr", &stderr)] {
-        assert!(!text.contains('\u{1b}'), "{what} carries ANSI escape codes:\n{text:?}");
+        assert!(
+            !text.contains('\u{1b}'),
+            "{what} carries ANSI escape codes:\n{text:?}"
+        );
     }
     let unexpected: Vec<&str> = stderr
         .lines()
