@@ -94,7 +94,7 @@ chart:
 ## it with mdbook (installed from crates.io on first use, offline after that) and checks it
 ## (tests/docs_book.rs: drift, links of the sources and of the HTML, one page in headless chromium)
 MDBOOK_VERSION ?= 0.5.4
-MDBOOK ?= $(shell command -v mdbook 2>/dev/null || echo $${CARGO_HOME:-$$HOME/.cargo}/bin/mdbook)
+MDBOOK ?= $${CARGO_HOME:-$$HOME/.cargo}/bin/mdbook
 docs:
 	@if ! "$(MDBOOK)" --version 2>/dev/null | grep -q "v$(MDBOOK_VERSION)"; then \
 	  echo "docs: installing mdbook $(MDBOOK_VERSION) from crates.io"; \

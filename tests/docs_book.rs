@@ -10,6 +10,12 @@ use std::process::Command;
 
 use capmox::packaging::reference;
 
+/// The generated pages (made once per test binary: generating the CRDs is not free).
+fn pages() -> &'static BTreeMap<String, String> {
+    static PAGES: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
+    PAGES.get_or_init(|| reference::generate(&repo()).unwrap())
+}
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -33,9 +39,9 @@ fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
 
 #[test]
 fn reference_is_current() {
-    let pages = reference::generate(&repo()).unwrap();
+    let pages = pages();
     let dir = repo().join("docs/src/reference");
-    for (name, text) in &pages {
+    for (name, text) in pages {
         let have = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
         assert!(
             have == *text,
@@ -54,7 +60,7 @@ fn reference_is_current() {
 
 #[test]
 fn reference_covers_every_field_flag_reason_and_metric() {
-    let pages = reference::generate(&repo()).unwrap();
+    let pages = pages();
     let all: String = pages.values().cloned().collect();
     // Spot checks of each source, beyond the drift test above.
     for needle in [

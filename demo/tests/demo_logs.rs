@@ -18,6 +18,11 @@ fn is_warning(line: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_log_is_plain_and_has_no_unexpected_warnings() {
+    if std::env::var_os("KUBEBUILDER_ASSETS").is_some() {
+        // The demo always runs on the in-tree control plane: `make test` already ran this.
+        eprintln!("skipped: the demo ignores KUBEBUILDER_ASSETS; its log is checked by make test");
+        return;
+    }
     let output = tokio::time::timeout(
         Duration::from_secs(240),
         tokio::process::Command::new(env!("CARGO_BIN_EXE_capmox-demo"))
