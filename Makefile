@@ -16,7 +16,7 @@ RELEASE_VERSION ?= v0.11.0-dev
 IMG ?= ghcr.io/capmox-rs/capmox-rs:$(RELEASE_VERSION)
 OUT ?= out
 
-.PHONY: all build test test-real e2e fuzz demo bench chaos crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
+.PHONY: all build test test-real e2e fuzz demo bench chaos crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push chart docs docs-serve
 
 all: build
 
@@ -87,6 +87,25 @@ crds:
 ## manifests: regenerate the CRDs and the webhook manifests (config/webhook/, config/crd/patches/)
 manifests: crds
 	$(CARGO) run -q -p capmox-api --bin manifestgen -- config
+
+## chart: regenerate the Helm chart's templates (charts/capmox-rs/templates) from config/ (needs
+## kubectl; tests/helm_chart.rs checks they are current and judges the chart with the real helm)
+chart:
+	$(CARGO) run -q --bin capmox-chart -- --chart charts/capmox-rs --kubectl $(KUBECTL)
+
+## docs: the book (docs/ → docs/book/index.html): regenerates the Reference from the code, builds
+## it with mdbook (installed from crates.io on first use, offline after that) and checks it
+## (tests/docs_book.rs: drift, links of the sources and of the HTML, one page in headless chromium)
+MDBOOK_VERSION ?= 0.5.4
+MDBOOK ?= $${CARGO_HOME:-$$HOME/.cargo}/bin/mdbook
+docs:
+	@if ! "$(MDBOOK)" --version 2>/dev/null | grep -q "v$(MDBOOK_VERSION)"; then \
+	  echo "docs: installing mdbook $(MDBOOK_VERSION) from crates.io"; \
+	  $(CARGO) install mdbook --locked --version $(MDBOOK_VERSION) --no-default-features --features search; \
+	fi
+	$(CARGO) run -q --bin capmox-docs
+	"$(MDBOOK)" build docs
+	$(CARGO) test -q -p capmox --test docs_book
 
 ## lint: formatting and clippy, warnings are errors
 lint:
