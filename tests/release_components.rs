@@ -60,9 +60,16 @@ fn components_render_with_capmox_names() {
         .collect();
     assert_eq!(crds.len(), 4);
     // ProxmoxVirtualMachine (not a Cluster API kind): installed, without contract labels.
-    let vm = find(&docs, "CustomResourceDefinition", "proxmoxvirtualmachines.vm.capmox-rs.io");
+    let vm = find(
+        &docs,
+        "CustomResourceDefinition",
+        "proxmoxvirtualmachines.vm.capmox-rs.io",
+    );
     assert!(vm["metadata"]["labels"]["cluster.x-k8s.io/v1beta1"].is_null());
-    assert_eq!(vm["metadata"]["labels"]["cluster.x-k8s.io/provider"], "infrastructure-proxmox");
+    assert_eq!(
+        vm["metadata"]["labels"]["cluster.x-k8s.io/provider"],
+        "infrastructure-proxmox"
+    );
     for crd in crds {
         assert_eq!(crd["metadata"]["labels"]["cluster.x-k8s.io/v1beta1"], "v1alpha1");
         assert_eq!(crd["metadata"]["labels"]["cluster.x-k8s.io/v1beta2"], "v1alpha2");

@@ -4,11 +4,13 @@
 pub mod cluster;
 pub mod decoded;
 pub mod events;
+pub mod instrument;
 pub mod machine;
 pub mod machine_template;
 pub mod virtual_machine;
 
 pub mod rbac;
+pub mod scope;
 pub mod triggers;
 
 use std::future::Future;

@@ -98,6 +98,7 @@ impl Harness {
                 concurrency: 4,
                 cluster: Default::default(),
                 machine: self.settings.clone(),
+                ..Default::default()
             },
             Arc::new(ProxmoxClients::new(Some(global), self.metrics.proxmox_observer())),
         ))

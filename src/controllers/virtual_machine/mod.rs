@@ -24,6 +24,7 @@ use kube::runtime::{Controller, WatchStreamExt, watcher};
 
 use super::cluster::Backoff;
 use super::events::Recorder;
+use super::instrument::{Instrument, RunInstrumented};
 use super::triggers::{changes, hash_of};
 use crate::context::Context;
 use crate::machine::latest::Latest;
@@ -98,21 +99,27 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             () = stop.clone() => return,
         }
     }
-    let api: Api<ProxmoxVirtualMachine> = match ctx.settings.namespace.as_deref() {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
+    let settings = &ctx.settings;
+    let inst = Instrument::new(&ctx, CONTROLLER, settings.machine_concurrency());
     let (store, writer) = reflector::store::<ProxmoxVirtualMachine>();
-    let events = watcher(api, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .modify(|p| {
-            p.metadata.managed_fields = None;
-            if let Some(a) = p.metadata.annotations.as_mut() {
-                a.remove("kubectl.kubernetes.io/last-applied-configuration");
-            }
-        })
-        .reflect(writer);
-    let triggers = changes(events, fingerprint, |_| true);
+    // With `--watch-filter` only the labelled ProxmoxVirtualMachines are watched (and reconciled).
+    let events = super::scope::watch(
+        settings,
+        |ns| match ns {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        },
+        settings.primary_watch(watcher::Config::default().any_semantic()),
+    )
+    .default_backoff()
+    .modify(|p: &mut ProxmoxVirtualMachine| {
+        p.metadata.managed_fields = None;
+        if let Some(a) = p.metadata.annotations.as_mut() {
+            a.remove("kubectl.kubernetes.io/last-applied-configuration");
+        }
+    })
+    .reflect(writer);
+    let triggers = inst.objects(changes(events, fingerprint, |_| true));
     let woken = ctx.views.subscribe(OWNER_KIND);
     let vc = Arc::new(VmCtx {
         recorder: super::recorder(client.clone()),
@@ -123,10 +130,12 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         ctx: ctx.clone(),
     });
     Controller::for_stream(triggers, store)
-        .reconcile_on(woken.map(|o| ObjectRef::<ProxmoxVirtualMachine>::new(&o.name).within(&o.namespace)))
+        .reconcile_on(
+            inst.refs(woken.map(|o| ObjectRef::<ProxmoxVirtualMachine>::new(&o.name).within(&o.namespace))),
+        )
         .with_config(Config::default().concurrency(ctx.settings.machine_concurrency()))
         .graceful_shutdown_on(stop)
-        .run(reconcile::reconcile, error_policy, vc)
+        .run_instrumented(&inst, reconcile::reconcile, error_policy, vc)
         .for_each(|r| async move {
             if let Err(e) = r {
                 tracing::debug!(error = %e, "proxmoxvirtualmachine reconcile failed");
