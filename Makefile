@@ -16,11 +16,7 @@ RELEASE_VERSION ?= v0.11.0-dev
 IMG ?= ghcr.io/capmox-rs/capmox-rs:$(RELEASE_VERSION)
 OUT ?= out
 
-<<<<<<< HEAD
-.PHONY: all build test test-real e2e fuzz demo demo-vm bench chaos crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push
-=======
-.PHONY: all build test test-real e2e fuzz demo bench chaos crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push chart docs docs-serve
->>>>>>> main
+.PHONY: all build test test-real e2e fuzz demo demo-vm bench chaos crds manifests crds-check lint fmt clean release release-binary release-binary-test docker-build docker-push chart docs docs-serve
 
 all: build
 
