@@ -198,6 +198,7 @@ credentials: {{create: false, existingSecret: pve-credentials}}
 leaderElection: {{enabled: false}}
 metrics: {{secure: false}}
 crds: {{keep: false}}
+vmKinds: {{enabled: false}}
 "#
             ),
         ),
@@ -332,6 +333,12 @@ fn value_sets_render_what_they_say() {
         .find(|d| d["kind"] == "ValidatingWebhookConfiguration")
         .unwrap();
     assert!(v["webhooks"][0]["clientConfig"]["caBundle"].is_string());
+    // vmKinds.enabled: false leaves out the vm.capmox-rs.io CRD and its webhook.
+    assert!(!docs.iter().any(|d| d["spec"]["group"] == "vm.capmox-rs.io"));
+    assert!(!docs.iter().any(|d| key(d).contains("vm-validating")));
+    let ops = template(&helm, &sets["operations"]);
+    assert!(ops.iter().any(|d| d["spec"]["group"] == "vm.capmox-rs.io"));
+    assert!(ops.iter().any(|d| key(d).contains("vm-validating")));
 
     let docs = template(&helm, &sets["without-crds"]);
     assert!(!docs.iter().any(|d| d["kind"] == "CustomResourceDefinition"));

@@ -125,7 +125,7 @@ fn fields(out: &mut String, path: &str, schema: &Value) {
 /// One page per kind: every served version's fields.
 pub fn crd_pages() -> Result<BTreeMap<String, String>, ReleaseError> {
     let mut pages = BTreeMap::new();
-    for crd in capmox_api::crd::all().map_err(invalid)? {
+    for crd in capmox_api::crd::generated().map_err(invalid)? {
         let crd = serde_json::to_value(&crd).map_err(invalid)?;
         let kind = crd["spec"]["names"]["kind"].as_str().unwrap_or("").to_owned();
         let group = crd["spec"]["group"].as_str().unwrap_or("");
@@ -353,6 +353,7 @@ pub fn metrics_page() -> String {
     let _ = m.set_cluster_tls_insecure("ns", "c", true);
     m.observe_proxmox_request("GET", "/version", Some(200), std::time::Duration::ZERO);
     m.set_machine_phase("ns", "m", "Provisioned", "pve1");
+    m.set_virtual_machine_phase("ns", "vm", "Running", "pve1");
     m.reconcile_error("proxmoxcluster", "Example");
     let text = m.render();
     let mut families: BTreeMap<String, (String, String, std::collections::BTreeSet<String>)> =

@@ -13,6 +13,7 @@ pub mod adapter;
 pub mod delete;
 pub mod error;
 pub mod provision;
+pub mod reasons;
 pub mod record;
 pub mod spec;
 pub mod status;

@@ -196,7 +196,7 @@ pub async fn provision(
                         next: Next::Now,
                         events: vec![(
                             false,
-                            "Adopted".into(),
+                            super::reasons::ADOPTED_REASON.into(),
                             format!("took VM {} ({name}) over", vmid.unwrap_or_default()),
                         )],
                         error: None,

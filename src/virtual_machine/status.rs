@@ -4,6 +4,7 @@
 
 use capmox_api::vm::{self as api, ProxmoxVirtualMachine, ProxmoxVirtualMachineStatus, RunStrategy, VmPhase};
 
+use super::reasons;
 use crate::conditions::{self, Desired};
 use crate::proxmox::Upid;
 use crate::vm::decide::{Power, Step};
@@ -133,7 +134,11 @@ pub fn show(pvm: &mut ProxmoxVirtualMachine, record: &VmRecord, shown: &Shown<'_
         &if created {
             Desired::truthy(
                 api::VM_CREATED_CONDITION,
-                if adopted { "Adopted" } else { "Created" },
+                if adopted {
+                    reasons::ADOPTED_REASON
+                } else {
+                    reasons::CREATED_REASON
+                },
                 "",
             )
         } else {
@@ -143,7 +148,11 @@ pub fn show(pvm: &mut ProxmoxVirtualMachine, record: &VmRecord, shown: &Shown<'_
                     crate::machine::record::reason(f.reason),
                     f.message.clone(),
                 ),
-                None => Desired::falsy(api::VM_CREATED_CONDITION, "Creating", message.clone()),
+                None => Desired::falsy(
+                    api::VM_CREATED_CONDITION,
+                    reasons::CREATING_REASON,
+                    message.clone(),
+                ),
             }
         },
     );
@@ -152,9 +161,13 @@ pub fn show(pvm: &mut ProxmoxVirtualMachine, record: &VmRecord, shown: &Shown<'_
         status,
         generation,
         &if applied || (record.provisioned && !adopted && record.operation.applied.is_none()) {
-            Desired::truthy(api::RESOURCES_ALLOCATED_CONDITION, "Allocated", "")
+            Desired::truthy(api::RESOURCES_ALLOCATED_CONDITION, reasons::ALLOCATED_REASON, "")
         } else {
-            Desired::falsy(api::RESOURCES_ALLOCATED_CONDITION, "Reconfiguring", "")
+            Desired::falsy(
+                api::RESOURCES_ALLOCATED_CONDITION,
+                reasons::RECONFIGURING_REASON,
+                "",
+            )
         },
     );
     let has_ips = status.ip_addresses.as_ref().is_some_and(|i| !i.is_empty());
@@ -162,15 +175,19 @@ pub fn show(pvm: &mut ProxmoxVirtualMachine, record: &VmRecord, shown: &Shown<'_
         status,
         generation,
         &match (agent, has_ips) {
-            (_, true) => Desired::truthy(api::NETWORK_CONFIGURED_CONDITION, "AddressesReported", ""),
+            (_, true) => Desired::truthy(
+                api::NETWORK_CONFIGURED_CONDITION,
+                reasons::ADDRESSES_REPORTED_REASON,
+                "",
+            ),
             (false, false) => Desired::truthy(
                 api::NETWORK_CONFIGURED_CONDITION,
-                "AgentDisabled",
+                reasons::AGENT_DISABLED_REASON,
                 "the guest agent is off: addresses are not reported",
             ),
             (true, false) => Desired::falsy(
                 api::NETWORK_CONFIGURED_CONDITION,
-                "WaitingForGuestAgent",
+                reasons::WAITING_FOR_GUEST_AGENT_REASON,
                 "waiting for the guest agent to report the addresses",
             ),
         },
@@ -179,11 +196,15 @@ pub fn show(pvm: &mut ProxmoxVirtualMachine, record: &VmRecord, shown: &Shown<'_
         status,
         generation,
         &if record.operation.pending.is_empty() {
-            Desired::falsy(api::RESTART_REQUIRED_CONDITION, "NothingPending", "")
+            Desired::falsy(
+                api::RESTART_REQUIRED_CONDITION,
+                reasons::NOTHING_PENDING_REASON,
+                "",
+            )
         } else {
             Desired::truthy(
                 api::RESTART_REQUIRED_CONDITION,
-                "ChangesPending",
+                reasons::CHANGES_PENDING_REASON,
                 format!(
                     "Proxmox applies these changes at the next restart: {}",
                     record.operation.pending.join(", ")
@@ -192,7 +213,7 @@ pub fn show(pvm: &mut ProxmoxVirtualMachine, record: &VmRecord, shown: &Shown<'_
         },
     );
     let ready = match (&shown.error, failure) {
-        (Some(e), _) => Desired::falsy(api::READY_CONDITION, "Error", e.clone()),
+        (Some(e), _) => Desired::falsy(api::READY_CONDITION, reasons::ERROR_REASON, e.clone()),
         (None, Some(f)) => Desired::falsy(
             api::READY_CONDITION,
             crate::machine::record::reason(f.reason),
@@ -211,31 +232,39 @@ pub fn event(step: &Step, vmid: Option<u32>) -> Option<(bool, &'static str, Stri
         Step::CloneVm => (false, "Cloning", format!("cloning VM {id}")),
         Step::DeliverBootstrapData => (
             false,
-            "BootstrapDelivered",
+            reasons::BOOTSTRAP_DELIVERED_REASON,
             format!("NoCloud ISO attached to VM {id}"),
         ),
-        Step::PowerOn => (false, "Starting", format!("starting VM {id}")),
+        Step::PowerOn => (false, reasons::STARTING_REASON, format!("starting VM {id}")),
         Step::Operate(op) => match op {
             OpStep::Created => (
                 false,
-                "Created",
+                reasons::CREATED_REASON,
                 format!("VM {id} created (stopped, as its run strategy says)"),
             ),
-            OpStep::Start(_) => (false, "Starting", format!("starting VM {id}")),
-            OpStep::Shutdown(_) => (false, "ShuttingDown", format!("shutting VM {id} down")),
-            OpStep::Stop(_) => (false, "Stopping", format!("stopping VM {id}")),
-            OpStep::ClassifyStop => (false, "StoppedUnexpectedly", format!("VM {id} stopped")),
-            OpStep::Pause => (false, "Pausing", format!("pausing VM {id}")),
-            OpStep::Resume => (false, "Resuming", format!("resuming VM {id}")),
-            OpStep::Reboot(_) => (false, "Restarting", format!("rebooting VM {id}")),
+            OpStep::Start(_) => (false, reasons::STARTING_REASON, format!("starting VM {id}")),
+            OpStep::Shutdown(_) => (
+                false,
+                reasons::SHUTTING_DOWN_REASON,
+                format!("shutting VM {id} down"),
+            ),
+            OpStep::Stop(_) => (false, reasons::STOPPING_REASON, format!("stopping VM {id}")),
+            OpStep::ClassifyStop => (
+                false,
+                reasons::STOPPED_UNEXPECTEDLY_REASON,
+                format!("VM {id} stopped"),
+            ),
+            OpStep::Pause => (false, reasons::PAUSING_REASON, format!("pausing VM {id}")),
+            OpStep::Resume => (false, reasons::RESUMING_REASON, format!("resuming VM {id}")),
+            OpStep::Reboot(_) => (false, reasons::RESTARTING_REASON, format!("rebooting VM {id}")),
             OpStep::StopForRestart(_) => (
                 false,
-                "Restarting",
+                reasons::RESTARTING_REASON,
                 format!("restarting VM {id} (stop, then start)"),
             ),
             OpStep::Reconfigure(u) => (
                 false,
-                "Reconfiguring",
+                reasons::RECONFIGURING_REASON,
                 format!(
                     "writing {} to VM {id}",
                     u.params()
@@ -248,7 +277,7 @@ pub fn event(step: &Step, vmid: Option<u32>) -> Option<(bool, &'static str, Stri
             ),
             OpStep::GrowDisk { disk, size_gib } => (
                 false,
-                "DiskGrowing",
+                reasons::DISK_GROWING_REASON,
                 format!("growing {disk} of VM {id} to {size_gib} GiB"),
             ),
             _ => return None,

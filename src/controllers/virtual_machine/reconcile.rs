@@ -230,7 +230,14 @@ async fn delete_passes(
             } else {
                 out.message.clone()
             };
-            publish(vc, &pvm, false, "Deleted", what).await;
+            publish(
+                vc,
+                &pvm,
+                false,
+                crate::virtual_machine::reasons::DELETED_REASON,
+                what,
+            )
+            .await;
             return Ok(Action::await_change());
         }
         let generation = work.metadata.generation;
