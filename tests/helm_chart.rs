@@ -145,6 +145,10 @@ fn default_values_render_the_components() {
                 .and_then(Value::as_object_mut)
             {
                 a.remove("helm.sh/resource-policy");
+                // A CRD without a conversion webhook has no other annotation.
+                if a.is_empty() {
+                    d["metadata"].as_object_mut().unwrap().remove("annotations");
+                }
             }
             (key(&d), d)
         })

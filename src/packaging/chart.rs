@@ -110,6 +110,10 @@ const SPLICES: &[Splice] = &[
         "{{- include \"capmox-rs.crdAnnotations\" . | nindent NINDENT }}",
     ),
     Splice::Block(
+        "__CRD_KEEP__",
+        "{{- include \"capmox-rs.crdKeep\" . | nindent NINDENT }}",
+    ),
+    Splice::Block(
         "__WEBHOOK_ANNOTATIONS__",
         "{{- include \"capmox-rs.caInjection\" . | nindent NINDENT }}",
     ),
@@ -182,11 +186,18 @@ fn place(doc: &mut Value) -> Result<Option<&'static str>, ReleaseError> {
             if let Some(a) = doc["metadata"]["annotations"].as_object_mut() {
                 a.remove("cert-manager.io/inject-ca-from");
             }
-            doc["metadata"]["annotations"] = json!("__CRD_ANNOTATIONS__");
-            let cc = &mut doc["spec"]["conversion"]["webhook"]["clientConfig"];
-            if cc.is_object() {
-                cc["__CA_BUNDLE__"] = Value::Null;
-            }
+            let cc = doc
+                .pointer_mut("/spec/conversion/webhook/clientConfig")
+                .filter(|cc| cc.is_object());
+            // Only a CRD with a conversion webhook gets its CA (the VM CRD has none).
+            let annotations = match cc {
+                Some(cc) => {
+                    cc["__CA_BUNDLE__"] = Value::Null;
+                    "__CRD_ANNOTATIONS__"
+                }
+                None => "__CRD_KEEP__",
+            };
+            doc["metadata"]["annotations"] = json!(annotations);
             if doc["spec"]["group"] == VM_GROUP {
                 "vm-crds.yaml"
             } else {

@@ -25,6 +25,11 @@ cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/capmox-serving-cert
 
 {{- define "capmox-rs.crdAnnotations" -}}
 {{- include "capmox-rs.caInjection" . }}
+{{- include "capmox-rs.crdKeep" . }}
+{{- end }}
+
+{{/* The annotations of a CRD without a conversion webhook. */}}
+{{- define "capmox-rs.crdKeep" -}}
 {{- if .Values.crds.keep }}
 helm.sh/resource-policy: keep
 {{- end }}
