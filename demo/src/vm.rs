@@ -51,12 +51,12 @@ fn phase(p: &ProxmoxVirtualMachine) -> Option<VmPhase> {
 async fn until<W: Write>(
     p: &mut Printer<W>,
     api: &Api<ProxmoxVirtualMachine>,
+    last: &mut Option<VmPhase>,
     step: &'static str,
     limit: Duration,
     done: impl Fn(&ProxmoxVirtualMachine) -> bool,
 ) -> Result<ProxmoxVirtualMachine, DemoError> {
     let deadline = Instant::now() + limit;
-    let mut last = None;
     loop {
         let obj = api.get_opt(NAME).await.map_err(|source| DemoError::Kube {
             action: format!("reading {NAME}"),
@@ -64,9 +64,9 @@ async fn until<W: Write>(
         })?;
         if let Some(o) = &obj {
             let now = phase(o);
-            if now != last {
+            if now != *last {
                 p.line(format!("{NAME}: {}", now.map_or("-", VmPhase::as_str)))?;
-                last = now;
+                *last = now;
             }
             if done(o) {
                 return Ok(o.clone());
@@ -187,6 +187,7 @@ async fn steps<W: Write>(
             source,
         })?;
     let limit = Duration::from_secs(120);
+    let mut last = None;
     let running = |o: &ProxmoxVirtualMachine| {
         phase(o) == Some(VmPhase::Running)
             && o.status
@@ -194,7 +195,15 @@ async fn steps<W: Write>(
                 .and_then(|s| s.ip_addresses.as_ref())
                 .is_some_and(|i| !i.is_empty())
     };
-    let o = until(p, &api, "the VM running with its address", limit, running).await?;
+    let o = until(
+        p,
+        &api,
+        &mut last,
+        "the VM running with its address",
+        limit,
+        running,
+    )
+    .await?;
     let s = o.status.unwrap_or_default();
     let mut report = VmDemoReport {
         vmid: s.vmid,
@@ -211,13 +220,13 @@ async fn steps<W: Write>(
     ))?;
     p.line("pausing (spec.paused: true)")?;
     patch(&api, json!({"spec": {"paused": true}})).await?;
-    until(p, &api, "the VM paused", limit, |o| {
+    until(p, &api, &mut last, "the VM paused", limit, |o| {
         phase(o) == Some(VmPhase::Paused)
     })
     .await?;
     p.line("resuming (spec.paused: false)")?;
     patch(&api, json!({"spec": {"paused": false}})).await?;
-    until(p, &api, "the VM resumed", limit, running).await?;
+    until(p, &api, &mut last, "the VM resumed", limit, running).await?;
     p.line("resizing: 4096 MiB (hot-plugged) and a 30 GiB disk (grown online)")?;
     patch(
         &api,
