@@ -142,6 +142,14 @@ pub fn validate_spec(spec: &Value) -> Vec<FieldError> {
                 "not a MAC address (six hex pairs separated by colons, e.g. BC:24:11:00:00:01)",
             ));
         }
+        // The VM controller does not claim IPAM addresses yet: refused rather than a NIC
+        // without an address.
+        if nic.get("ipPoolRef").is_some_and(|r| !r.is_null()) {
+            errs.push(FieldError::forbidden(
+                at("ipPoolRef"),
+                "IPAM pools are not supported for ProxmoxVirtualMachines yet: give ipv4Addresses/ipv6Addresses or leave both out for DHCP",
+            ));
+        }
         for key in ["ipv4Addresses", "ipv6Addresses"] {
             for a in nic.get(key).and_then(Value::as_array).into_iter().flatten() {
                 let text = a.as_str().unwrap_or_default();
@@ -273,7 +281,8 @@ mod tests {
             "templateID": 100, "templateSelector": {"matchTags": ["a"]},
             "runStrategy": "Sometimes", "vmid": 50_000, "vmIDRange": {"start": 100, "end": 200},
             "memoryMiB": 32,
-            "network": {"networkDevices": [{"name": "net0", "macAddress": "bc:24:11"}]}
+            "network": {"networkDevices": [{"name": "net0", "macAddress": "bc:24:11",
+                "ipPoolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "p"}}]}
         }));
         let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(
@@ -283,7 +292,8 @@ mod tests {
                 "spec.runStrategy",
                 "spec.vmid",
                 "spec.memoryMiB",
-                "spec.network.networkDevices[0].macAddress"
+                "spec.network.networkDevices[0].macAddress",
+                "spec.network.networkDevices[0].ipPoolRef"
             ]
         );
         let shrink = validate_update(

@@ -361,8 +361,8 @@ pub struct VmNetworkDevice {
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub dns_servers: Option<Vec<String>>,
 
-    /// An IPAM pool (`InClusterIPPool` or `GlobalInClusterIPPool`) the NIC's address is claimed
-    /// from.
+    /// An IPAM pool (`InClusterIPPool` or `GlobalInClusterIPPool`) to claim the NIC's address
+    /// from. Reserved: not supported yet, refused at admission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip_pool_ref: Option<TypedLocalObjectReference>,
 }
