@@ -423,6 +423,21 @@ impl Harness {
         .await;
     }
 
+    /// What is left once deletion has settled: [`Self::leftovers`] again until nothing is left or
+    /// 30 s passed. A deleted machine is gone before its IPAddressClaims are: each carries the IPAM
+    /// provider's finalizer until the provider releases its address.
+    pub async fn settled_leftovers(&self) -> (Vec<u32>, Vec<String>, usize) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = self.leftovers().await;
+            let clean = left.0.is_empty() && left.1.is_empty() && left.2 == 0;
+            if clean || std::time::Instant::now() > deadline {
+                return left;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// VMs (non-template), ISO files and IPAM objects left behind.
     pub async fn leftovers(&self) -> (Vec<u32>, Vec<String>, usize) {
         let vms = self.sim.state().non_template_vmids();
