@@ -75,6 +75,13 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
+    // A role without templates (capmox v0.9's: an image-only swap keeps it) turns the controller
+    // off with one line, instead of a watch that retries its refused list forever.
+    if let Some(message) = forbidden(&templates).await {
+        tracing::warn!("{message}");
+        shutdown.await;
+        return;
+    }
     let tctx = Arc::new(TemplateCtx {
         recorder: super::recorder(client),
         backoff: Backoff::default(),
@@ -90,6 +97,25 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             }
         })
         .await;
+}
+
+/// Why the controller cannot run (`None`: it may list templates, or the answer was another error
+/// the watch retries): the manager's role refuses to list ProxmoxMachineTemplates.
+async fn forbidden(templates: &Api<Watched>) -> Option<String> {
+    match templates
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+    {
+        Err(kube::Error::Api(e)) if e.code == 403 => Some(format!(
+            "ProxmoxMachineTemplate controller turned off: the manager may not list \
+             proxmoxmachinetemplates ({}). It only fills status.capacity for the cluster-autoscaler's \
+             scale from zero; with capmox v0.9's ClusterRole (an image-only swap) that is expected. \
+             Apply capmox-rs's ClusterRole (get/list/watch on proxmoxmachinetemplates, get/patch on \
+             proxmoxmachinetemplates/status) and restart the manager to turn it on",
+            e.message
+        )),
+        _ => None,
+    }
 }
 
 async fn reconcile(watched: Arc<Watched>, tc: Arc<TemplateCtx>) -> Result<Action, TemplateError> {

@@ -1,0 +1,484 @@
+//! ProxmoxMachines that come back from a backup (issue 23), against pve-sim and the test control
+//! plane in both API-server modes: what survives a restore is the spec (`virtualMachineID`,
+//! `providerID`), labels, annotations and owner references — not the status, not the UID.
+//!
+//! * status lost while the manager runs: the machine is adopted from its VM — provisioned again
+//!   with the same providerID and address — without one Proxmox write;
+//! * objects re-created with new UIDs (a Velero restore) while the manager is stopped: every VM
+//!   exactly once, claims of the old UID adopted with their addresses; with a garbage
+//!   collector's effect (claims collected, the address handed to someone else) the VM keeps its
+//!   address, the machine says so in `IPAddressesConsistent`, and nothing is written to the VM; a
+//!   restored machine deleted before it adopted its claims releases the old UID's claims too;
+//! * the README's procedure while the manager runs (the Cluster paused, finalizers stripped,
+//!   objects re-created, unpaused): the same;
+//! * a provisioned machine whose VM was deleted behind our back and whose status was lost fails
+//!   with "the VM of this machine no longer exists" instead of cloning a new VM, and so does a
+//!   machine re-created from a backup after its VM went with the old object.
+//!
+//! The harness runs without the in-tree garbage collector (the real kube-apiserver has none): the
+//! test deletes what a collector would, so both modes see the same.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod machine_support;
+
+use std::collections::BTreeMap;
+
+use capmox_api::capi::ipam_claims::v1beta2::{IPAddress, IPAddressClaim};
+use capmox_api::v1alpha2::ProxmoxMachine;
+use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use machine_support::*;
+use serde_json::json;
+
+const CLONE: &str = "POST /nodes/{node}/qemu/{vmid}/clone";
+const MISMATCH: &str = "IPAddressesConsistent";
+
+fn bootstrap() -> Option<(&'static str, Option<&'static str>)> {
+    Some((CLOUD_CONFIG, None))
+}
+
+/// Proxmox requests that change something (everything but reads and the guest agent, whose
+/// exec reads cloud-init's state) between `before` and now.
+fn writes_since(h: &Harness, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    h.sim
+        .state()
+        .request_counts()
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("GET ") && !k.contains("/agent/"))
+        .filter_map(|(k, v)| {
+            let d = v - before.get(&k).copied().unwrap_or(0);
+            (d > 0).then_some((k, d))
+        })
+        .collect()
+}
+
+fn vmid(pm: &ProxmoxMachine) -> u32 {
+    u32::try_from(pm.spec.virtual_machine_id.unwrap()).unwrap()
+}
+
+/// The machine's `InternalIP`.
+fn address(pm: &ProxmoxMachine) -> Option<String> {
+    pm.status
+        .as_ref()?
+        .addresses
+        .as_ref()?
+        .iter()
+        .find(|a| a.type_ == capmox_api::v1alpha2::MachineAddressType::InternalIp)
+        .map(|a| a.address.clone())
+}
+
+/// Provisioned, with its address in the status and the bootstrap ISO gone (the node joined).
+fn settled(h: &Harness, pm: &ProxmoxMachine) -> bool {
+    let Some(id) = pm.spec.virtual_machine_id.and_then(|v| u32::try_from(v).ok()) else {
+        return false;
+    };
+    let detached = h.sim.state().vm(id).is_some_and(|vm| {
+        !vm.config.get("ide0").is_some_and(|v| v.contains("user-data-"))
+            && !vm.config.get("tags").is_some_and(|t| t.contains("cloud-init"))
+    });
+    pm.is_provisioned() && address(pm).is_some() && detached
+}
+
+async fn provision(h: &Harness, cluster: &str, name: &str) -> ProxmoxMachine {
+    h.create_machine(cluster, name, false, bootstrap(), json!({}))
+        .await;
+    h.wait_pm(name, 60, "provisioned and settled", |pm| settled(h, pm))
+        .await
+}
+
+fn claims(h: &Harness) -> Api<IPAddressClaim> {
+    Api::namespaced(h.client.clone(), NS)
+}
+
+/// The controller UID of claim `name`.
+async fn claim_owner(h: &Harness, name: &str) -> Option<String> {
+    let c = claims(h).get_opt(name).await.unwrap()?;
+    c.owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.clone())
+}
+
+/// The address IPAM gave claim `name`.
+async fn claimed_address(h: &Harness, name: &str) -> Option<String> {
+    let c = claims(h).get_opt(name).await.unwrap()?;
+    let a = c.status?.address_ref?.name;
+    let addr = Api::<IPAddress>::namespaced(h.client.clone(), NS)
+        .get_opt(&a)
+        .await
+        .unwrap()?;
+    Some(addr.spec.address)
+}
+
+/// What a backup of a ProxmoxMachine holds: metadata (labels, annotations, owner references,
+/// finalizers) and spec — no status, no UID, no resourceVersion.
+fn backup(pm: &ProxmoxMachine) -> ProxmoxMachine {
+    let mut b = ProxmoxMachine::new(&pm.name_any(), pm.spec.clone());
+    b.metadata.namespace = pm.namespace();
+    b.metadata.labels = pm.metadata.labels.clone();
+    b.metadata.annotations = pm.metadata.annotations.clone();
+    b.metadata.owner_references = pm.metadata.owner_references.clone();
+    b.metadata.finalizers = pm.metadata.finalizers.clone();
+    b
+}
+
+/// Deletes a ProxmoxMachine the way a restore starts (its finalizers stripped first, so nothing
+/// runs its deletion) and waits until it is gone.
+async fn drop_object(h: &Harness, name: &str) {
+    let pms = h.pms();
+    pms.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    pms.delete(name, &DeleteParams::default()).await.unwrap();
+    wait_for(30, &format!("{name} gone"), || {
+        let pms = pms.clone();
+        async move { pms.get_opt(name).await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+}
+
+/// Re-creates a ProxmoxMachine from its backup (a new UID); returns it.
+async fn restore(h: &Harness, backup: &ProxmoxMachine) -> ProxmoxMachine {
+    h.pms().create(&PostParams::default(), backup).await.unwrap()
+}
+
+/// Plays the garbage collector for claims whose controller is gone: deletes them and waits until
+/// the IPAM stand-in released their addresses and they are gone.
+async fn collect_claims(h: &Harness, names: &[String]) {
+    for n in names {
+        claims(h).delete(n, &DeleteParams::default()).await.unwrap();
+    }
+    let api = claims(h);
+    wait_for(30, "collected claims gone", || {
+        let api = api.clone();
+        async move {
+            for n in names {
+                if api.get_opt(n).await.unwrap().is_some() {
+                    return None;
+                }
+            }
+            Some(())
+        }
+    })
+    .await;
+}
+
+/// A claim of someone else on the cluster's pool (to take an address that was freed).
+async fn foreign_claim(h: &Harness, cluster: &str, name: &str) {
+    let c: IPAddressClaim = serde_json::from_value(json!({
+        "apiVersion": "ipam.cluster.x-k8s.io/v1beta2", "kind": "IPAddressClaim",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool",
+                             "name": format!("{cluster}-v4-icip")}},
+    }))
+    .unwrap();
+    claims(h).create(&PostParams::default(), &c).await.unwrap();
+    wait_for(30, "foreign claim bound", || async {
+        claimed_address(h, name).await.map(|_| ())
+    })
+    .await;
+}
+
+async fn pause(h: &Harness, cluster: &str, paused: bool) {
+    h.clusters()
+        .patch(
+            cluster,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": paused}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Events (either API) about `name` with `reason`.
+async fn events(h: &Harness, name: &str, reason: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(h.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .collect()
+}
+
+/// Every condition of `pm` describes its current generation.
+fn conditions_current(pm: &ProxmoxMachine) -> bool {
+    let g = pm.metadata.generation;
+    pm.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().all(|c| c.observed_generation == g))
+}
+
+/// Status lost while the manager runs: adopted from the VM — provisioned, same providerID and
+/// address, `bootstrapDataProvided` — without a single Proxmox write, and the conditions describe
+/// the generation they are written with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_lost_while_the_manager_runs_is_rebuilt_without_touching_the_vm() {
+    let h = Harness::start_without_gc().await;
+    h.create_cluster("st", json!({})).await;
+    let before = provision(&h, "st", "st-m").await;
+    assert!(
+        conditions_current(&before),
+        "observedGeneration after our own spec patches: {:?}",
+        before.status
+    );
+    let counts = h.sim.state().request_counts();
+    h.pms()
+        .patch_status(
+            "st-m",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": null})),
+        )
+        .await
+        .unwrap();
+    let after = h
+        .wait_pm("st-m", 60, "adopted again", |pm| {
+            settled(&h, pm) && reason_of(pm).as_deref() == Some("Provisioned")
+        })
+        .await;
+    assert_eq!(writes_since(&h, &counts), BTreeMap::new(), "no Proxmox write");
+    assert_eq!(after.spec.provider_id, before.spec.provider_id);
+    assert_eq!(vmid(&after), vmid(&before));
+    assert_eq!(address(&after), address(&before));
+    let st = after.status.clone().unwrap();
+    assert_eq!(st.bootstrap_data_provided, Some(true));
+    assert_eq!(st.proxmox_node, before.status.clone().unwrap().proxmox_node);
+    assert_eq!(st.ip_addresses, before.status.clone().unwrap().ip_addresses);
+    assert!(conditions_current(&after), "{:?}", after.status);
+    wait_for(30, "adoption event", || async {
+        (!events(&h, "st-m", "RecoveredIPAddressStatus").await.is_empty()).then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+/// A Velero-style restore while the manager is stopped: three machines re-created with new UIDs
+/// and no status, their claims still controlled by the old UIDs; the third's claims collected
+/// and its address handed to someone else. Every VM exactly once, nothing written to a VM, the
+/// claims adopted, every machine with the address its VM has; deleting everything leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restored_with_new_uids_while_stopped_keeps_every_vm_and_address() {
+    let mut h = Harness::start_without_gc().await;
+    h.create_cluster("rs", json!({})).await;
+    let mut before = Vec::new();
+    for n in ["rs-a", "rs-b", "rs-c"] {
+        before.push(provision(&h, "rs", n).await);
+    }
+    let vms = h.sim.state().non_template_vmids();
+    h.kill_controllers().await;
+    for pm in &before {
+        drop_object(&h, &pm.name_any()).await;
+        restore(&h, &backup(pm)).await;
+    }
+    // rs-c: the collector took its claim (its owner UID is gone) and the address went elsewhere.
+    collect_claims(&h, &["rs-c-net0-00-inet".to_owned()]).await;
+    foreign_claim(&h, "rs", "someone-else").await;
+    assert_eq!(
+        claimed_address(&h, "someone-else").await,
+        address(&before[2]),
+        "the freed address is the pool's lowest"
+    );
+    let counts = h.sim.state().request_counts();
+    h.start_controllers();
+    for old in &before {
+        let name = old.name_any();
+        let pm = h
+            .wait_pm(&name, 60, "adopted after the restore", |pm| settled(&h, pm))
+            .await;
+        assert_ne!(pm.uid(), old.uid());
+        assert_eq!(vmid(&pm), vmid(old), "{name}: same VM");
+        assert_eq!(pm.spec.provider_id, old.spec.provider_id);
+        assert_eq!(address(&pm), address(old), "{name}: the VM's address");
+        assert_eq!(
+            claim_owner(&h, &format!("{name}-net0-00-inet")).await,
+            pm.uid(),
+            "{name}: claim adopted"
+        );
+    }
+    // rs-c: IPAM holds another address now; the machine keeps the VM's and says so.
+    let c = h
+        .wait_pm("rs-c", 30, "mismatch shown", |pm| {
+            pm.condition(MISMATCH).is_some()
+        })
+        .await;
+    let other = claimed_address(&h, "rs-c-net0-00-inet").await.unwrap();
+    assert_ne!(Some(other.clone()), address(&before[2]));
+    let cond = c.condition(MISMATCH).unwrap();
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("False", "IPAddressMismatch")
+    );
+    let old = address(&before[2]).unwrap();
+    assert!(
+        cond.message.contains(&other) && cond.message.contains(&old),
+        "{}",
+        cond.message
+    );
+    let tags = h.sim.state().vm(vmid(&c)).unwrap().config["tags"].clone();
+    assert!(
+        tags.contains(&format!("ip_net0_{old}")) && !tags.contains(&other),
+        "{tags}"
+    );
+    for name in ["rs-a", "rs-b"] {
+        assert!(h.pms().get(name).await.unwrap().condition(MISMATCH).is_none());
+    }
+    assert_eq!(h.sim.state().non_template_vmids(), vms, "every VM exactly once");
+    assert_eq!(writes_since(&h, &counts), BTreeMap::new(), "no Proxmox write");
+    assert!(!events(&h, "rs-c", "IPAddressMismatch").await.is_empty());
+
+    claims(&h)
+        .delete("someone-else", &DeleteParams::default())
+        .await
+        .unwrap();
+    for name in ["rs-a", "rs-b", "rs-c"] {
+        h.delete_machine(name, 60).await;
+    }
+    let (vms, isos, _) = h.leftovers().await;
+    assert!(vms.is_empty() && isos.is_empty(), "VMs {vms:?}, ISOs {isos:?}");
+    wait_for(30, "every claim and address released", || async {
+        (h.leftovers().await.2 == 0).then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+/// A restored machine that is deleted before it took over its claims (deleted while the manager
+/// was stopped) releases the claims of its old UID with its VM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_restored_machine_releases_the_old_uids_claims() {
+    let mut h = Harness::start_without_gc().await;
+    h.create_cluster("rd", json!({})).await;
+    let pm = provision(&h, "rd", "rd-m").await;
+    h.kill_controllers().await;
+    drop_object(&h, "rd-m").await;
+    restore(&h, &backup(&pm)).await;
+    assert_eq!(
+        claim_owner(&h, "rd-m-net0-00-inet").await,
+        pm.uid(),
+        "still the old UID's"
+    );
+    h.machines()
+        .delete("rd-m", &DeleteParams::default())
+        .await
+        .unwrap();
+    h.start_controllers();
+    let (pms, machines) = (h.pms(), h.machines());
+    wait_for(60, "machine deleted", || {
+        let (pms, machines) = (pms.clone(), machines.clone());
+        async move {
+            (pms.get_opt("rd-m").await.unwrap().is_none()
+                && machines.get_opt("rd-m").await.unwrap().is_none())
+            .then_some(())
+        }
+    })
+    .await;
+    wait_for(30, "nothing left", || async {
+        let (vms, isos, ipam) = h.leftovers().await;
+        (vms.is_empty() && isos.is_empty() && ipam == 0).then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+/// The README's procedure with the manager running: pause the Cluster, restore (finalizers
+/// stripped, objects re-created), unpause. Nothing happens while paused; then the machine is
+/// adopted with its VM, claim and address, without a Proxmox write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restored_while_running_with_the_cluster_paused() {
+    let h = Harness::start_without_gc().await;
+    h.create_cluster("rp", json!({})).await;
+    let old = provision(&h, "rp", "rp-m").await;
+    let counts = h.sim.state().request_counts();
+    pause(&h, "rp", true).await;
+    h.wait_pm("rp-m", 30, "paused", |pm| {
+        pm.condition("Paused").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    drop_object(&h, "rp-m").await;
+    let restored = restore(&h, &backup(&old)).await;
+    let paused = h
+        .wait_pm("rp-m", 30, "paused after the restore", |pm| {
+            pm.condition("Paused").is_some_and(|c| c.status == "True")
+        })
+        .await;
+    assert!(
+        !paused.is_provisioned(),
+        "nothing but the Paused condition while paused"
+    );
+    pause(&h, "rp", false).await;
+    let pm = h
+        .wait_pm("rp-m", 60, "adopted after unpausing", |pm| settled(&h, pm))
+        .await;
+    assert_eq!(pm.uid(), restored.uid());
+    assert_eq!((vmid(&pm), address(&pm)), (vmid(&old), address(&old)));
+    assert_eq!(claim_owner(&h, "rp-m-net0-00-inet").await, pm.uid());
+    assert_eq!(writes_since(&h, &counts), BTreeMap::new(), "no Proxmox write");
+    assert_eq!(h.sim.state().non_template_vmids(), vec![vmid(&old)]);
+    h.stop().await;
+}
+
+/// A provisioned machine whose VM was deleted behind our back and whose status was lost is not
+/// re-provisioned: it fails with capmox's reason and no clone; so does a machine re-created from
+/// a backup after its VM went with the deletion of the old object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provisioned_machine_whose_vm_is_gone_fails_instead_of_cloning() {
+    let h = Harness::start_without_gc().await;
+    h.create_cluster("gn", json!({})).await;
+    let pm = provision(&h, "gn", "gn-m").await;
+    let st = h.sim.state();
+    let clones = st.request_count(CLONE);
+    st.with(|c| c.vms.remove(&vmid(&pm)));
+    h.pms()
+        .patch_status(
+            "gn-m",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": null})),
+        )
+        .await
+        .unwrap();
+    let failed = h
+        .wait_pm("gn-m", 30, "VM gone reported", |pm| {
+            reason_of(pm).as_deref() == Some("VMProvisionFailed")
+                && pm
+                    .condition("VirtualMachineProvisioned")
+                    .is_some_and(|c| c.message.contains("no longer exists"))
+        })
+        .await;
+    assert_eq!(vmid(&failed), vmid(&pm));
+    assert_eq!(st.request_count(CLONE), clones, "no clone");
+    assert!(st.non_template_vmids().is_empty());
+
+    // The same for an object deleted the normal way (its VM goes with it) and re-created.
+    let other = provision(&h, "gn", "gn-n").await;
+    let clones = st.request_count(CLONE);
+    let copy = backup(&other);
+    h.pms().delete("gn-n", &DeleteParams::default()).await.unwrap();
+    let pms = h.pms();
+    wait_for(60, "gn-n deleted with its VM", || {
+        let pms = pms.clone();
+        async move { pms.get_opt("gn-n").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    restore(&h, &copy).await;
+    h.wait_pm("gn-n", 30, "re-created machine fails", |pm| {
+        reason_of(pm).as_deref() == Some("VMProvisionFailed")
+    })
+    .await;
+    assert_eq!(
+        st.request_count(CLONE),
+        clones,
+        "no clone for the re-created machine"
+    );
+    assert!(!st.non_template_vmids().contains(&vmid(&other)));
+    h.stop().await;
+}
