@@ -482,3 +482,110 @@ async fn a_provisioned_machine_whose_vm_is_gone_fails_instead_of_cloning() {
     assert!(!st.non_template_vmids().contains(&vmid(&other)));
     h.stop().await;
 }
+
+/// A ProxmoxCluster restored with a new UID: its InClusterIPPool, still controlled by the old UID
+/// (server-side apply would add a second controller: refused), and its credentials Secret are
+/// taken over — one controller reference, ours; the Secret keeps the label `clusterctl move`
+/// moves it by.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restored_proxmox_cluster_takes_over_its_pool_and_secret() {
+    use capmox_api::capi::ipam::InClusterIPPool;
+    use capmox_api::v1alpha2::ProxmoxCluster;
+    use k8s_openapi::api::core::v1::Secret;
+
+    let mut h = Harness::start_without_gc().await;
+    h.create_credentials_secret("rc-creds", h.sim.token_secret())
+        .await;
+    h.create_cluster("rc", json!({"credentialsRef": {"name": "rc-creds"}}))
+        .await;
+    let ready = |pc: &ProxmoxCluster| {
+        pc.status
+            .as_ref()
+            .and_then(|s| s.initialization.as_ref())
+            .and_then(|i| i.provisioned)
+            == Some(true)
+    };
+    let pcs = h.pcs();
+    let old = wait_for(30, "rc ready", || {
+        let pcs = pcs.clone();
+        async move { pcs.get("rc").await.ok().filter(ready) }
+    })
+    .await;
+    let pools: Api<InClusterIPPool> = Api::namespaced(h.client.clone(), NS);
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    let controllers = |p: &InClusterIPPool| -> Vec<String> {
+        p.owner_references()
+            .iter()
+            .filter(|o| o.controller == Some(true))
+            .map(|o| o.uid.clone())
+            .collect()
+    };
+    let owners = |s: &Secret| -> Vec<String> {
+        s.owner_references()
+            .iter()
+            .filter(|o| o.kind == "ProxmoxCluster")
+            .map(|o| o.uid.clone())
+            .collect()
+    };
+    let moved_label = |s: &Secret| s.labels().contains_key("clusterctl.cluster.x-k8s.io/move");
+    let secret = secrets.get("rc-creds").await.unwrap();
+    assert_eq!(owners(&secret), vec![old.uid().unwrap()]);
+    assert!(moved_label(&secret), "{:?}", secret.labels());
+
+    h.kill_controllers().await;
+    let mut copy = ProxmoxCluster::new("rc", old.spec.clone());
+    copy.metadata.namespace = old.namespace();
+    copy.metadata.labels = old.metadata.labels.clone();
+    copy.metadata.owner_references = old.metadata.owner_references.clone();
+    copy.metadata.finalizers = old.metadata.finalizers.clone();
+    pcs.patch(
+        "rc",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    pcs.delete("rc", &DeleteParams::default()).await.unwrap();
+    wait_for(30, "rc gone", || {
+        let pcs = pcs.clone();
+        async move { pcs.get_opt("rc").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    let restored = pcs.create(&PostParams::default(), &copy).await.unwrap();
+    // The pool comes back from the backup too (its owner references now another writer's, so
+    // our apply cannot simply drop the old one).
+    let pool = pools.get("rc-v4-icip").await.unwrap();
+    let mut pool_copy = InClusterIPPool::new("rc-v4-icip", pool.spec.clone());
+    pool_copy.metadata.namespace = pool.namespace();
+    pool_copy.metadata.labels = pool.metadata.labels.clone();
+    pool_copy.metadata.annotations = pool.metadata.annotations.clone();
+    pool_copy.metadata.owner_references = pool.metadata.owner_references.clone();
+    pools
+        .delete("rc-v4-icip", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(30, "pool gone", || {
+        let pools = pools.clone();
+        async move { pools.get_opt("rc-v4-icip").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    pools.create(&PostParams::default(), &pool_copy).await.unwrap();
+    assert_eq!(
+        controllers(&pools.get("rc-v4-icip").await.unwrap()),
+        vec![old.uid().unwrap()],
+        "the pool is still the old UID's"
+    );
+    h.start_controllers();
+    let new_uid = restored.uid().unwrap();
+    wait_for(30, "rc ready again", || {
+        let pcs = pcs.clone();
+        async move { pcs.get("rc").await.ok().filter(ready) }
+    })
+    .await;
+    let pool = pools.get("rc-v4-icip").await.unwrap();
+    assert_eq!(controllers(&pool), vec![new_uid.clone()], "pool taken over");
+    let secret = secrets.get("rc-creds").await.unwrap();
+    assert_eq!(owners(&secret), vec![new_uid], "Secret taken over");
+    assert!(moved_label(&secret));
+    h.stop().await;
+}
