@@ -317,8 +317,7 @@ pub fn decide(f: &Facts) -> Step {
     }
     let vm = match &f.vm {
         VmPresence::NotReserved => return Step::ReserveVm,
-        // A VM that was delivered, provisioned or identified (its UUID recorded, which survives a
-        // restore) and is gone is never silently cloned again: the owner is replaced instead.
+        // Delivered, provisioned or identified (survives a restore): never silently cloned again.
         VmPresence::Missing if f.bootstrap_delivered || f.provisioned || f.identity.is_some() => {
             return Step::Fail(Failure {
                 reason: Reason::VmFailed,
@@ -345,10 +344,7 @@ pub fn decide(f: &Facts) -> Step {
     if let Some(lock) = vm.config.lock.as_deref().filter(|l| !l.is_empty()) {
         return Step::WaitForUnlock(lock.to_owned());
     }
-    if !f.provisioned
-        && !f.bootstrap_delivered
-        && let Some(step) = adopt_step(f, vm)
-    {
+    if let Some(step) = adopt_step(f, vm) {
         return step;
     }
     // HA takes over a VM once it has run with our bootstrap data, and follows spec changes.
@@ -422,7 +418,7 @@ pub fn decide(f: &Facts) -> Step {
 /// The failure message of a VM that is gone (capmox's words).
 pub const VM_GONE: &str = "the VM of this machine no longer exists in Proxmox";
 
-/// The step for a VM whose record says nothing was delivered although the VM shows it ran with
+/// The step for a VM whose record says nothing was delivered (nor provisioned) although the VM shows it ran with
 /// the owner's bootstrap data (`None`: it did not; the normal flow goes on). That is a record lost
 /// behind a live VM — a backup restored without status, a `clusterctl move` — and the VM is
 /// adopted, never shaped, re-delivered or started: its bootstrap ISO is attached (ide0 names its
@@ -430,6 +426,9 @@ pub const VM_GONE: &str = "the VM of this machine no longer exists in Proxmox";
 /// node joined). The owner's addresses come first (they touch no VM), then [`Step::Adopt`]. A VM
 /// whose UUID is not the recorded identity is not the owner's VM.
 fn adopt_step(f: &Facts, vm: &VmFacts) -> Option<Step> {
+    if f.provisioned || f.bootstrap_delivered {
+        return None;
+    }
     let identified = match (f.identity.as_deref(), vm.config.smbios_uuid.as_deref()) {
         (Some(id), Some(uuid)) if !id.eq_ignore_ascii_case(uuid) => {
             return Some(Step::Fail(Failure {
