@@ -223,10 +223,12 @@ fn provisioned(pm: &Value) -> bool {
 /// plane initialized, no ISO left or attached: the machines as kept, or `None` while not there yet.
 async fn settled(client: &kube::Client, sim: &pve_sim::SimServer) -> Option<BTreeMap<String, Kept>> {
     let cluster = get(client, CAPI_AV, "Cluster", CLUSTER).await?;
-    let initialized = cluster["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .any(|c| c["type"] == "ControlPlaneInitialized" && c["status"] == "True");
+    let infrastructure = cluster["status"]["initialization"]["infrastructureProvisioned"] == true;
+    let initialized = infrastructure
+        && cluster["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "ControlPlaneInitialized" && c["status"] == "True");
     // The bootstrap ISOs deleted and detached from the VMs (the last writes of a provisioning).
     let detached = sim.state().with(|c| {
         c.vms.values().filter(|vm| !vm.is_template()).all(|vm| {
@@ -373,14 +375,27 @@ pub async fn clusterctl_move(rig: &Rig, capi: Capi, bin: &Path) -> Vec<String> {
 
     let home = rig.logs.path().join("clusterctl-home");
     std::fs::create_dir_all(&home).unwrap();
-    let moved = tokio::task::block_in_place(|| {
-        run_move(
-            bin,
-            rig.env.kubeconfig_path(),
-            target.env.kubeconfig_path(),
-            &home,
-        )
-    });
+    // clusterctl refuses to start while it reads anything as still provisioning (its own view of
+    // the Machines and the Cluster may lag the one above by a moment): that refusal moved
+    // nothing, and is retried for a while.
+    let mut moved = Err(String::new());
+    for _ in 0..10 {
+        moved = tokio::task::block_in_place(|| {
+            run_move(
+                bin,
+                rig.env.kubeconfig_path(),
+                target.env.kubeconfig_path(),
+                &home,
+            )
+        });
+        match &moved {
+            Err(e) if e.contains("cannot start the move operation") => {
+                eprintln!("e2e move: clusterctl refused to start, again in 3 s: {e}");
+                tokio::time::sleep(Duration::from_secs(3)).await;
+            }
+            _ => break,
+        }
+    }
     match moved {
         Ok(text) => eprintln!(
             "e2e move: clusterctl move done ({:.1} s): {}",
