@@ -127,9 +127,20 @@ pub struct Cli {
     #[arg(long, env = "CAPMOX_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
-    /// Only watch objects in this namespace (default: all namespaces).
-    #[arg(long, env = "CAPMOX_WATCH_NAMESPACE")]
-    pub namespace: Option<String>,
+    /// Only watch objects in these namespaces (comma-separated or repeated; default: all
+    /// namespaces). Each namespace is watched on its own, so a namespaced Role in each is enough.
+    #[arg(long, env = "CAPMOX_WATCH_NAMESPACE", value_delimiter = ',', action = ArgAction::Append)]
+    pub namespace: Vec<String>,
+
+    /// Only reconcile objects labelled `cluster.x-k8s.io/watch-filter=<value>` (CAPI's sharding
+    /// convention: several managers split one management cluster by label value); empty: all.
+    #[arg(long, env = "CAPMOX_WATCH_FILTER", default_value = "", value_parser = parse_label_value)]
+    pub watch_filter: String,
+
+    /// The minimum interval at which every watched object is reconciled again, changed or not
+    /// (CAPI's flag; `0` turns the resync off).
+    #[arg(long, env = "CAPMOX_SYNC_PERIOD", default_value = "10m", value_parser = parse_duration)]
+    pub sync_period: Duration,
 
     /// Feature gates, `Name=bool,...` (accepted and logged; `ClusterTopology` is recorded).
     #[arg(long, default_value = "", value_parser = parse_feature_gates)]
@@ -274,6 +285,21 @@ fn parse_tls_cipher_suite(s: &str) -> Result<String, String> {
         return Ok(String::new());
     }
     crate::webhooks::tls::parse_cipher_suite(s)
+}
+
+/// Checks a Kubernetes label value: at most 63 characters, alphanumerics with `-`, `_` and `.`
+/// inside; empty is allowed.
+pub fn parse_label_value(s: &str) -> Result<String, String> {
+    let inner_ok = s
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let ends_ok = |c: Option<char>| c.is_none_or(|c| c.is_ascii_alphanumeric());
+    if s.len() > 63 || !inner_ok || !ends_ok(s.chars().next()) || !ends_ok(s.chars().last()) {
+        return Err(format!(
+            "'{s}' is not a label value (at most 63 characters: letters, digits, '-', '_', '.', starting and ending with a letter or digit)"
+        ));
+    }
+    Ok(s.to_owned())
 }
 
 fn parse_secret(s: &str) -> Result<Secret, String> {

@@ -12,8 +12,18 @@ use crate::proxmox::view::{ProxmoxView, Views};
 /// Settings every controller reads (filled from the manager's command line).
 #[derive(Debug, Clone, Default)]
 pub struct ControllerSettings {
-    /// Only watch objects in this namespace (`None`: all namespaces).
+    /// Only watch objects in this namespace (`None`: all namespaces). With several namespaces
+    /// (`namespaces`) this is the first of them; watches go through
+    /// [`ControllerSettings::watched_namespaces`].
     pub namespace: Option<String>,
+    /// Every namespace watched when there are several (`--namespace a,b`); empty: `namespace`.
+    pub namespaces: Vec<String>,
+    /// `--watch-filter`: only objects labelled `cluster.x-k8s.io/watch-filter=<value>` are
+    /// reconciled (`None`: all).
+    pub watch_filter: Option<String>,
+    /// `--sync-period`: every object is reconciled again at least this often (`None`: only on
+    /// changes and requested requeues).
+    pub sync_period: Option<Duration>,
     /// Objects of one kind reconciled at the same time, unless a controller's own setting
     /// (`machine.concurrency`, `cluster.concurrency`) says otherwise.
     pub concurrency: u16,
@@ -24,6 +34,24 @@ pub struct ControllerSettings {
 }
 
 impl ControllerSettings {
+    /// The namespaces to watch, each `None` for all namespaces.
+    pub fn watched_namespaces(&self) -> Vec<Option<String>> {
+        if self.namespaces.is_empty() {
+            vec![self.namespace.clone()]
+        } else {
+            self.namespaces.iter().cloned().map(Some).collect()
+        }
+    }
+
+    /// `wc` for the kind a controller reconciles: with `--watch-filter`, only objects carrying
+    /// the filter label are watched (so only they are cached and reconciled).
+    pub fn primary_watch(&self, wc: kube::runtime::watcher::Config) -> kube::runtime::watcher::Config {
+        match &self.watch_filter {
+            Some(value) => wc.labels(&format!("{}={value}", capmox_api::consts::WATCH_FILTER_LABEL)),
+            None => wc,
+        }
+    }
+
     /// Reconcile concurrency of the ProxmoxMachine controller (at least 1).
     pub fn machine_concurrency(&self) -> u16 {
         self.machine.concurrency.unwrap_or(self.concurrency).max(1)

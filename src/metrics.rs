@@ -17,6 +17,8 @@
 //! - `capmox_machines{phase, node}`: ProxmoxMachines by lifecycle phase (the
 //!   `VirtualMachineProvisioned` reason, `Deleting`, …) and Proxmox node (empty before placement);
 //! - `capmox_leader`: 1 while this process holds the leader Lease (or runs without leader election).
+//!
+//! Beside them, controller-runtime's own families under its names (see [`runtime`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,6 +31,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::proxmox::RequestObserver;
+
+pub mod runtime;
 
 /// Label set `{controller}`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -112,6 +116,7 @@ pub struct Metrics {
     leader: Gauge,
     machines: Family<PhaseLabels, Gauge>,
     machine_phases: std::sync::Mutex<std::collections::HashMap<(String, String), PhaseLabels>>,
+    runtime: Arc<runtime::RuntimeMetrics>,
 }
 
 impl Default for Metrics {
@@ -190,8 +195,11 @@ impl Metrics {
             machines.clone(),
         );
 
+        let runtime = runtime::RuntimeMetrics::register(&mut registry);
+
         Self {
             registry,
+            runtime,
             reconcile_total,
             reconcile_errors,
             reconcile_duration,
@@ -351,8 +359,14 @@ impl Metrics {
         })
     }
 
+    /// controller-runtime's families (`controller_runtime_*`, `workqueue_*`).
+    pub fn runtime(&self) -> &Arc<runtime::RuntimeMetrics> {
+        &self.runtime
+    }
+
     /// Renders all families in the Prometheus/OpenMetrics text format.
     pub fn render(&self) -> String {
+        self.runtime.refresh();
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             // Writing into a String cannot fail; keep what was written and note the problem.

@@ -78,6 +78,7 @@ pub fn init(
         LogFormat::Json => registry
             .with(
                 tracing_subscriber::fmt::layer()
+                    .with_ansi(false)
                     .json()
                     .flatten_event(true)
                     .with_current_span(true)

@@ -85,6 +85,7 @@ impl MachineController {
                 concurrency: 4,
                 cluster: Default::default(),
                 machine: self.settings.clone(),
+                ..ControllerSettings::default()
             },
             Arc::new(ProxmoxClients::new(Some(global), h.metrics.proxmox_observer())),
         ));

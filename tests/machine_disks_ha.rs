@@ -172,7 +172,12 @@ async fn additional_volumes_are_created_once_and_destroyed_with_the_vm() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ha_resource_follows_the_machine_from_first_start_to_deletion() {
-    let h = Harness::start_with(pve_sim::SimConfig::default(), fast_machine_settings()).await;
+    // HA groups are Proxmox VE 8's (9 has rules: `on_pve_9_an_ha_group_is_a_node_affinity_rule`).
+    let sim = pve_sim::SimConfig {
+        pve_version: Some(pve_sim::PveVersion::V8_4),
+        ..Default::default()
+    };
+    let h = Harness::start_with(sim, fast_machine_settings()).await;
     h.sim.state().add_ha_group("prod");
     h.create_cluster("ha", json!({})).await;
     h.create_machine(
@@ -273,6 +278,87 @@ async fn ha_resource_follows_the_machine_from_first_start_to_deletion() {
         .with(|c| c.tasks.values().filter(|t| t.kind == "hastop").count());
     assert_eq!(hastops, 0);
     assert!(h.sim.state().ha_resources().is_empty());
+    let (vms, isos, ipam) = h.leftovers().await;
+    assert!(
+        vms.is_empty() && isos.is_empty() && ipam == 0,
+        "{vms:?} {isos:?} {ipam}"
+    );
+    h.stop().await;
+}
+
+/// Proxmox VE 9 has no HA groups: `spec.ha.group` names a node-affinity rule, which the first
+/// machine creates (with its allowed nodes) and the next joins; a machine that drops its group
+/// leaves the rule, and deletion purges the resources (PVE drops the rule left empty).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_pve_9_an_ha_group_is_a_node_affinity_rule() {
+    let sim = pve_sim::SimConfig {
+        pve_version: Some(pve_sim::PveVersion::V9_1),
+        ..Default::default()
+    };
+    let h = Harness::start_with(sim, fast_machine_settings()).await;
+    h.create_cluster("ha9", json!({})).await;
+    for name in ["ha9-a", "ha9-b"] {
+        h.create_machine(
+            "ha9",
+            name,
+            false,
+            Some((CLOUD_CONFIG, Some("cloud-config"))),
+            json!({"ha": {"group": "prod"}, "allowedNodes": ["pve1", "pve2"], "sourceNode": "pve2", "templateID": 101}),
+        )
+        .await;
+    }
+    let a = h.wait_provisioned("ha9-a", 90).await;
+    let b = h.wait_provisioned("ha9-b", 90).await;
+    let sid =
+        |pm: &capmox_api::v1alpha2::ProxmoxMachine| format!("vm:{}", pm.spec.virtual_machine_id.unwrap());
+    let rules = h.sim.state().ha_rules();
+    let prod = rules.get("prod").expect("the rule of group prod");
+    assert_eq!(prod.kind, "node-affinity");
+    assert_eq!(prod.resources.iter().cloned().collect::<Vec<_>>(), {
+        let mut v = vec![sid(&a), sid(&b)];
+        v.sort();
+        v
+    });
+    assert_eq!(prod.nodes.keys().cloned().collect::<Vec<_>>(), ["pve1", "pve2"]);
+    let vmid = a.spec.virtual_machine_id.unwrap() as u32;
+    assert_eq!(
+        h.sim.state().ha_resource(vmid).and_then(|r| r.group),
+        None,
+        "no group on PVE 9"
+    );
+    // Without a group the machine leaves the rule.
+    let patch = json!({"spec": {"ha": {"group": null, "maxRestart": 3}}});
+    h.pms()
+        .patch(
+            "ha9-a",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    h.wait_pm("ha9-a", 60, "the HA update recorded", |pm| {
+        pm.status
+            .as_ref()
+            .and_then(|s| s.ha_resource.as_ref())
+            .is_some_and(|r| r.max_restart == 3 && r.group.is_none())
+    })
+    .await;
+    let prod = h
+        .sim
+        .state()
+        .ha_rules()
+        .get("prod")
+        .cloned()
+        .expect("still there");
+    assert_eq!(prod.resources.iter().cloned().collect::<Vec<_>>(), vec![sid(&b)]);
+    h.delete_machine("ha9-a", 60).await;
+    h.delete_machine("ha9-b", 60).await;
+    assert!(h.sim.state().ha_resources().is_empty());
+    assert!(
+        h.sim.state().ha_rules().is_empty(),
+        "{:?}",
+        h.sim.state().ha_rules()
+    );
     let (vms, isos, ipam) = h.leftovers().await;
     assert!(
         vms.is_empty() && isos.is_empty() && ipam == 0,

@@ -231,6 +231,10 @@ async fn binary_exits_non_zero_with_json_logs_when_crds_are_missing() {
     .unwrap();
     let logs = String::from_utf8(output.stderr).unwrap();
     assert_eq!(output.status.code(), Some(1), "{logs}");
+    assert!(
+        !logs.contains('\u{1b}'),
+        "JSON logs carry no ANSI escape codes: {logs:?}"
+    );
     let lines: Vec<serde_json::Value> = logs
         .lines()
         .filter(|l| !l.trim().is_empty())

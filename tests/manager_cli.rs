@@ -300,3 +300,54 @@ fn webhook_flags_default_like_capmox_and_map_to_options() {
         "{err}"
     );
 }
+
+#[test]
+fn sharding_flags_map_to_watch_scope() {
+    // Default: every namespace, no filter, CAPI's 10-minute resync.
+    let opts = options_from_cli(&parse(&[])).unwrap();
+    assert_eq!(opts.settings.watched_namespaces(), vec![None]);
+    assert_eq!(opts.settings.watch_filter, None);
+    assert_eq!(opts.settings.sync_period, Some(Duration::from_secs(600)));
+
+    // Several namespaces, comma-separated and repeated, deduplicated in order.
+    let cli = parse(&[
+        "--namespace=team-a,team-b",
+        "--namespace",
+        "team-c",
+        "--namespace=team-a",
+        "--watch-filter=shard-1",
+        "--sync-period=15m",
+    ]);
+    let opts = options_from_cli(&cli).unwrap();
+    let ns = |v: &[&str]| v.iter().map(|n| Some((*n).to_owned())).collect::<Vec<_>>();
+    assert_eq!(
+        opts.settings.watched_namespaces(),
+        ns(&["team-a", "team-b", "team-c"])
+    );
+    assert_eq!(opts.settings.namespace.as_deref(), Some("team-a"));
+    assert_eq!(opts.settings.watch_filter.as_deref(), Some("shard-1"));
+    assert_eq!(opts.settings.sync_period, Some(Duration::from_secs(900)));
+
+    // One namespace keeps the single-namespace form; `--sync-period=0` turns the resync off;
+    // an empty filter is no filter (clusterctl's `${WATCH_FILTER:=""}` style).
+    let opts = options_from_cli(&parse(&[
+        "--namespace=team-a",
+        "--sync-period=0",
+        "--watch-filter=",
+    ]))
+    .unwrap();
+    assert_eq!(opts.settings.watched_namespaces(), ns(&["team-a"]));
+    assert!(opts.settings.namespaces.is_empty());
+    assert_eq!(opts.settings.sync_period, None);
+    assert_eq!(opts.settings.watch_filter, None);
+
+    for bad in [
+        "--watch-filter=not valid",
+        "--watch-filter=-a",
+        "--sync-period=10",
+    ] {
+        assert!(Cli::try_parse_from(["capmox", bad]).is_err(), "{bad} accepted");
+    }
+    let long = format!("--watch-filter={}", "a".repeat(64));
+    assert!(Cli::try_parse_from(["capmox", long.as_str()]).is_err());
+}

@@ -22,6 +22,9 @@ pub const CONTRACT_LABEL_V1BETA2: &str = "cluster.x-k8s.io/v1beta2";
 
 /// Label with the name of the CAPI cluster an object belongs to.
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+/// CAPI's label for sharding a management cluster across managers: a manager started with
+/// `--watch-filter=<value>` reconciles only the objects carrying `<label>=<value>`.
+pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
 /// Label with the zone of IP pools, claims and machines.
 pub const PROXMOX_ZONE_LABEL: &str = "topology.kubernetes.io/proxmox-zone";
 /// Zone name used when none is given.

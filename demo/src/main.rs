@@ -30,8 +30,17 @@ async fn main() -> ExitCode {
         "off,capmox=warn"
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    // Colour only on a terminal: a log written to a file or a pipe stays plain text.
+    let ansi = {
+        use std::io::IsTerminal;
+        capmox::telemetry::ansi_colours(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        )
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .init();
 

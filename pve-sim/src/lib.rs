@@ -35,6 +35,6 @@ pub use scenario::{
     AclSpec, CloudInitResult, DhcpSpec, EndpointFault, FaultSpec, GuestSpec, HaGroupSpec, LatencySpec,
     Profile, Scenario,
 };
-pub use server::{SimConfig, SimError, SimServer};
+pub use server::{SimConfig, SimError, SimServer, VERSION_ENV};
 pub use state::{Cluster, HaResource, Leftovers, PowerState, SimState, VmView, VolumeRef};
 pub use version::PveVersion;

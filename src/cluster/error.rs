@@ -50,7 +50,7 @@ pub enum ClusterError {
         source: proxmox::Error,
     },
     /// A Kubernetes API call failed.
-    #[error("{action}: {source}")]
+    #[error("{action}: {}", brief(source))]
     Kube {
         /// Condition/event reason naming the step that failed (one of the `*_FAILED_REASON`s).
         reason: &'static str,
@@ -93,6 +93,15 @@ pub const OWNER_CLUSTER_LOOKUP_FAILED_REASON: &str = "OwnerClusterLookupFailed";
 pub const MACHINE_LIST_FAILED_REASON: &str = "ProxmoxMachineListFailed";
 /// Reason of a failed status write (reported as an event only: the status could not be written).
 pub const STATUS_PATCH_FAILED_REASON: &str = "StatusPatchFailed";
+
+/// A Kubernetes client error for a log line or a condition: the API server's message with its
+/// reason and code, not kube's debug dump of the whole `Status`.
+fn brief(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),
+        other => other.to_string(),
+    }
+}
 
 impl ClusterError {
     /// Wraps a Kubernetes client error with the step's reason and what was being done.

@@ -81,7 +81,8 @@ fn api(ctx: &Context, ns: &str) -> Api<ProxmoxCluster> {
     Api::namespaced(ctx.client.clone(), ns)
 }
 
-/// Sets the object's finalizer list (guarded by resourceVersion).
+/// Sets the object's finalizer list (guarded by resourceVersion). An object that is already gone
+/// needs no finalizer change: that is success (the release raced with its own deletion).
 async fn patch_finalizers(
     ctx: &Context,
     pc: &ProxmoxCluster,
@@ -92,14 +93,20 @@ async fn patch_finalizers(
         "finalizers": finalizers,
         "resourceVersion": pc.resource_version(),
     }});
-    api(ctx, &ns)
+    match api(ctx, &ns)
         .patch(&pc.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(ClusterError::kube(
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            tracing::debug!(namespace = %ns, name = %pc.name_any(), "ProxmoxCluster already gone; no finalizer to change");
+            Ok(())
+        }
+        Err(e) => Err(ClusterError::kube(
             error::FINALIZER_PATCH_FAILED_REASON,
             "patching ProxmoxCluster finalizers",
-        ))?;
-    Ok(())
+        )(e)),
+    }
 }
 
 /// The normal path: finalizer, control-plane endpoint wait, IP pools, credentials, probe,

@@ -26,6 +26,8 @@ use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
 use super::decoded::{self, Decoded};
+use super::instrument::{Instrument, RunInstrumented};
+use super::scope;
 use super::triggers::{changes, hash_of};
 use crate::cluster::pool_schema::PoolFieldSupport;
 use crate::cluster::{self, ClusterError, FIELD_MANAGER, readiness};
@@ -127,34 +129,10 @@ fn key<K: kube::Resource>(pc: &K) -> String {
 /// Runs the ProxmoxCluster controller until `shutdown` completes (then finishes in-flight
 /// reconciles and returns).
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 'static) {
-    let client = ctx.client.clone();
-    let ns = ctx.settings.namespace.clone();
-    let scoped = |c: kube::Client| match &ns {
-        Some(ns) => (c.clone(), Some(ns.clone())),
-        None => (c, None),
-    };
-    let (c, scope) = scoped(client.clone());
-    let pcs: Api<Watched> = match &scope {
-        Some(ns) => Api::namespaced(c.clone(), ns),
-        None => Api::all(c.clone()),
-    };
-    let cluster_ar = cluster_api_resource(&client).await;
-    let clusters: Api<DynamicObject> = match &scope {
-        Some(ns) => Api::namespaced_with(c.clone(), ns, &cluster_ar),
-        None => Api::all_with(c.clone(), &cluster_ar),
-    };
-    let pools: Api<InClusterIPPool> = match &scope {
-        Some(ns) => Api::namespaced(c.clone(), ns),
-        None => Api::all(c.clone()),
-    };
-    let machines: Api<PartialObjectMeta<ProxmoxMachine>> = match &scope {
-        Some(ns) => Api::namespaced(c.clone(), ns),
-        None => Api::all(c.clone()),
-    };
-    let secrets: Api<PartialObjectMeta<Secret>> = match &scope {
-        Some(ns) => Api::namespaced(c.clone(), ns),
-        None => Api::all(c.clone()),
-    };
+    let c = ctx.client.clone();
+    let settings = &ctx.settings;
+    let cluster_ar = cluster_api_resource(&c).await;
+    let inst = Instrument::new(&ctx, CONTROLLER, settings.cluster_concurrency());
 
     let stop = super::shutdown_signal(shutdown);
     let (pool_cache, pool_writer) = kube::runtime::reflector::store::<InClusterIPPool>();
@@ -166,12 +144,14 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     // references and deletion; a pool's spec or deletion (then it is applied again); a
     // ProxmoxMachine being deleted or gone (a deletion waits for them) — not their status.
     let cluster_events = changes(
-        watcher(clusters, wc.clone()).default_backoff(),
+        scope::watch(settings, |ns| scoped_dyn(&c, ns, &cluster_ar), wc.clone()).default_backoff(),
         cluster_fingerprint,
         |_| true,
     );
     let pool_events = changes(
-        watcher(pools, wc.clone()).default_backoff().reflect(pool_writer),
+        scope::watch(settings, |ns| scoped::<InClusterIPPool>(&c, ns), wc.clone())
+            .default_backoff()
+            .reflect(pool_writer),
         |p: &InClusterIPPool| {
             hash_of((
                 p.metadata.generation,
@@ -182,17 +162,39 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         },
         |_| true,
     );
+    let probe = Arc::clone(inst.probe());
+    let pool_events = pool_events.inspect(move |p| {
+        for o in p
+            .iter()
+            .flat_map(|p| p.owner_references())
+            .filter(|o| o.kind == "ProxmoxCluster")
+        {
+            probe.triggered(p.as_ref().ok().and_then(|p| p.namespace()).as_deref(), &o.name);
+        }
+    });
     let machine_events = changes(
-        watcher(machines, wc.clone()).default_backoff(),
+        scope::watch(
+            settings,
+            |ns| scoped::<PartialObjectMeta<ProxmoxMachine>>(&c, ns),
+            wc.clone(),
+        )
+        .default_backoff(),
         |m: &PartialObjectMeta<ProxmoxMachine>| hash_of(m.metadata.deletion_timestamp.is_some()),
         |_| false,
     );
     // The ProxmoxClusters themselves trigger on what a reconcile reads of them — spec
     // (generation), metadata and deletion — not on status writes (the machine controller writes
-    // `status.nodeLocations` with every reservation).
+    // `status.nodeLocations` with every reservation). With `--watch-filter` only the labelled
+    // ones are watched.
     let (store, pc_writer) = kube::runtime::reflector::store::<Watched>();
     let pc_events = changes(
-        watcher(pcs, wc.clone()).default_backoff().reflect(pc_writer),
+        scope::watch(
+            settings,
+            |ns| scoped::<Watched>(&c, ns),
+            settings.primary_watch(wc.clone()),
+        )
+        .default_backoff()
+        .reflect(pc_writer),
         |pc: &Watched| {
             hash_of((
                 pc.meta().generation,
@@ -208,22 +210,53 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         },
         |_| true,
     );
-    let controller = Controller::for_stream(pc_events, store.clone());
+    let secret_events = scope::watch(
+        settings,
+        |ns| scoped::<PartialObjectMeta<Secret>>(&c, ns),
+        wc.clone(),
+    )
+    .default_backoff()
+    .touched_objects();
+    let controller = Controller::for_stream(inst.objects(pc_events), store.clone());
     let (s1, s2, s3) = (store.clone(), store.clone(), store);
     controller
-        .watches_stream_with(cluster_events, move |c| cluster_to_pcs(&c, &s1), cluster_ar)
+        .watches_stream_with(
+            cluster_events,
+            inst.mapper(move |c| cluster_to_pcs(&c, &s1)),
+            cluster_ar,
+        )
         .owns_stream(pool_events)
-        .watches_stream(machine_events, move |m| machine_to_pcs(&m, &s2))
-        .watches(secrets, wc, move |s| secret_to_pcs(&s, &s3))
+        .watches_stream(machine_events, inst.mapper(move |m| machine_to_pcs(&m, &s2)))
+        .watches_stream(secret_events, inst.mapper(move |s| secret_to_pcs(&s, &s3)))
         .with_config(Config::default().concurrency(ctx.settings.cluster_concurrency()))
         .graceful_shutdown_on(stop)
-        .run(reconcile, error_policy, cctx)
+        .run_instrumented(&inst, reconcile, error_policy, cctx)
         .for_each(|r| async move {
             if let Err(e) = r {
                 tracing::debug!(error = %e, "proxmoxcluster reconcile failed");
             }
         })
         .await;
+}
+
+/// The API of a namespaced kind in `ns` (`None`: all namespaces).
+fn scoped<K>(c: &kube::Client, ns: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    <K as Resource>::DynamicType: Default,
+{
+    match ns {
+        Some(ns) => Api::namespaced(c.clone(), ns),
+        None => Api::all(c.clone()),
+    }
+}
+
+/// The API of a dynamic kind in `ns` (`None`: all namespaces).
+fn scoped_dyn(c: &kube::Client, ns: Option<&str>, ar: &ApiResource) -> Api<DynamicObject> {
+    match ns {
+        Some(ns) => Api::namespaced_with(c.clone(), ns, ar),
+        None => Api::all_with(c.clone(), ar),
+    }
 }
 
 /// What a ProxmoxCluster reads of its Cluster: pause, deletion, references and endpoint.

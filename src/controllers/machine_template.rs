@@ -11,12 +11,13 @@ use capmox_api::v1alpha2::{ProxmoxMachineTemplate, ProxmoxMachineTemplateStatus}
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config};
-use kube::runtime::{Controller, watcher};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value};
 
 use super::cluster::Backoff;
 use super::decoded::{self, Decoded};
+use super::instrument::{Instrument, RunInstrumented};
 use crate::autoscaling;
 use crate::context::Context;
 
@@ -71,26 +72,34 @@ fn key<K: Resource>(t: &K) -> String {
 /// in-flight reconciles and returns).
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 'static) {
     let client = ctx.client.clone();
-    let templates: Api<Watched> = match &ctx.settings.namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
+    let settings = &ctx.settings;
+    let api = |ns: Option<&str>| match ns {
+        Some(ns) => Api::<Watched>::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
     // A role without templates (capmox v0.9's: an image-only swap keeps it) turns the controller
     // off with one line, instead of a watch that retries its refused list forever.
-    if let Some(message) = forbidden(&templates).await {
-        tracing::warn!("{message}");
-        shutdown.await;
-        return;
+    for ns in settings.watched_namespaces() {
+        if let Some(message) = forbidden(&api(ns.as_deref())).await {
+            tracing::warn!("{message}");
+            shutdown.await;
+            return;
+        }
     }
+    let wc = settings.primary_watch(watcher::Config::default().any_semantic());
+    let templates = super::scope::watch(settings, api, wc);
+    let inst = Instrument::new(&ctx, CONTROLLER, settings.concurrency);
+    let (store, writer) = kube::runtime::reflector::store::<Watched>();
+    let templates = inst.objects(templates.default_backoff().reflect(writer).touched_objects());
     let tctx = Arc::new(TemplateCtx {
         recorder: super::recorder(client),
         backoff: Backoff::default(),
         ctx: ctx.clone(),
     });
-    Controller::new(templates, watcher::Config::default().any_semantic())
+    Controller::for_stream(templates, store)
         .with_config(Config::default().concurrency(ctx.settings.concurrency))
         .graceful_shutdown_on(super::shutdown_signal(shutdown))
-        .run(reconcile, error_policy, tctx)
+        .run_instrumented(&inst, reconcile, error_policy, tctx)
         .for_each(|r| async move {
             if let Err(e) = r {
                 tracing::debug!(error = %e, "proxmoxmachinetemplate reconcile failed");

@@ -4,10 +4,12 @@
 pub mod cluster;
 pub mod decoded;
 pub mod events;
+pub mod instrument;
 pub mod machine;
 pub mod machine_template;
 
 pub mod rbac;
+pub mod scope;
 pub mod triggers;
 
 use std::future::Future;

@@ -168,10 +168,22 @@ fn start_probe(
     });
 }
 
+/// The watched namespaces for the log: `a,b`, or `<all>`.
+fn namespaces(settings: &crate::context::ControllerSettings) -> String {
+    let list: Vec<String> = settings.watched_namespaces().into_iter().flatten().collect();
+    if list.is_empty() {
+        "<all>".to_owned()
+    } else {
+        list.join(",")
+    }
+}
+
 /// One line with the manager's settings.
 fn log_start(options: &ManagerOptions, global_proxmox: bool) {
     tracing::info!(
-        namespace = options.settings.namespace.as_deref().unwrap_or("<all>"),
+        namespace = %namespaces(&options.settings),
+        watch_filter = options.settings.watch_filter.as_deref().unwrap_or("<none>"),
+        sync_period = ?options.settings.sync_period,
         proxmoxmachine_concurrency = options.settings.machine_concurrency(),
         proxmoxcluster_concurrency = options.settings.cluster_concurrency(),
         leader_election = options.leader_election.is_some(),

@@ -82,9 +82,22 @@ pub fn options_from_cli(cli: &Cli) -> Result<ManagerOptions, ManagerError> {
         tracing::info!("--enable-webhooks=false: no conversion or admission webhooks are served");
         None
     };
+    let mut namespaces: Vec<String> = Vec::new();
+    for ns in cli.namespace.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        if !namespaces.iter().any(|n| n == ns) {
+            namespaces.push(ns.to_owned());
+        }
+    }
     Ok(ManagerOptions {
         settings: ControllerSettings {
-            namespace: cli.namespace.clone().filter(|n| !n.is_empty()),
+            namespace: namespaces.first().cloned(),
+            namespaces: if namespaces.len() > 1 {
+                namespaces
+            } else {
+                Vec::new()
+            },
+            watch_filter: Some(cli.watch_filter.clone()).filter(|f| !f.is_empty()),
+            sync_period: Some(cli.sync_period).filter(|d| !d.is_zero()),
             concurrency: cli.concurrency.unwrap_or(crate::cli::DEFAULT_CONCURRENCY),
             machine: crate::machine::MachineSettings {
                 concurrency: Some(cli.machine_concurrency()),

@@ -330,6 +330,7 @@ fn message_kind(message: &str) -> Option<ErrorClass> {
         || m.contains("no such vm")
         || m.contains("no such task")
         || m.contains("no such resource")
+        || m.contains("no such ha group")
         || m.contains("not ha managed")
     {
         Some(ErrorClass::NotFound)

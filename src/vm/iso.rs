@@ -25,10 +25,20 @@ pub fn choose_storage(snap: &Snapshot, node: &str, wanted: Option<&str>) -> Resu
         Some(w) => Err(format!(
             "cloudInitStorage {w:?} is not an enabled storage with content \"iso\" on node {node}"
         )),
-        None => storages
-            .first()
-            .cloned()
-            .ok_or_else(|| format!("node {node} has no enabled storage with content \"iso\"")),
+        None => storages.first().cloned().ok_or_else(|| {
+            // `/cluster/resources` lists only the storages the token may audit.
+            let any_storage = snap
+                .resources
+                .iter()
+                .any(|r| r.resource_type == "storage" && r.node.as_deref() == Some(node));
+            if any_storage {
+                format!("node {node} has no enabled storage with content \"iso\"")
+            } else {
+                format!(
+                    "node {node} shows no storage at all: the Proxmox token may not see them (listing storages needs Datastore.Audit)"
+                )
+            }
+        }),
     }
 }
 

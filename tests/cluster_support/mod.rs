@@ -73,6 +73,17 @@ impl Harness {
         Self::start_full(global, capi_v1beta1_only, IpamPoolCrd::V1_0).await
     }
 
+    /// Starts the control plane, CRDs, namespace, simulator and proxy without a controller (for
+    /// tests that run their own managers).
+    pub async fn start_without_controller() -> Self {
+        let mut h = Self::start_full(false, false, IpamPoolCrd::V1_0).await;
+        if let Some(t) = h.task.take() {
+            t.abort();
+        }
+        h.stop = None;
+        h
+    }
+
     /// Starts everything with the given in-cluster IPAM pool CRD.
     pub async fn start_with_ipam(ipam: IpamPoolCrd) -> Self {
         if let Ok(filter) = std::env::var("CAPMOX_TEST_LOG") {

@@ -197,6 +197,7 @@ impl Harness {
                 concurrency: 4,
                 cluster: fast_cluster_settings(),
                 machine: self.settings.clone(),
+                ..ControllerSettings::default()
             },
             Arc::new(ProxmoxClients::new(
                 self.global_credentials.then_some(global),

@@ -49,9 +49,15 @@ pub struct SimConfig {
     pub request_log: Option<PathBuf>,
     /// Seed for MACs, UUIDs, secrets and fault injection.
     pub seed: u64,
-    /// The Proxmox VE release to play; `None`: the scenario's `version` (default 8.4).
+    /// The Proxmox VE release to play; `None`: the scenario's `version` (default 8.4) — or, when
+    /// the scenario plays the default, the release named by the environment variable
+    /// [`VERSION_ENV`] (how a whole test suite runs again on another release).
     pub pve_version: Option<PveVersion>,
 }
+
+/// The environment variable that picks the release a simulator plays when neither its config nor
+/// its scenario pins one (`8.4` or `9.1`).
+pub const VERSION_ENV: &str = "PVE_SIM_VERSION";
 
 impl Default for SimConfig {
     fn default() -> Self {
@@ -129,6 +135,10 @@ impl SimServer {
     pub async fn start(config: SimConfig) -> Result<Self, SimError> {
         let mut scenario = config.scenario.clone();
         if let Some(v) = config.pve_version {
+            scenario.version = v;
+        } else if scenario.version == PveVersion::default()
+            && let Some(v) = std::env::var(VERSION_ENV).ok().and_then(|v| v.parse().ok())
+        {
             scenario.version = v;
         }
         let cluster = Cluster::from_scenario(&scenario, config.seed)?;

@@ -23,8 +23,13 @@ pub struct Resp {
     pub json: Value,
 }
 
-pub async fn start(config: SimConfig) -> Sim {
+/// Starts a simulator; one whose config and scenario pin no release plays the default (8.4), not
+/// the release `PVE_SIM_VERSION` names (these tests judge the simulator itself).
+pub async fn start(mut config: SimConfig) -> Sim {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if config.pve_version.is_none() {
+        config.pve_version = Some(config.scenario.version);
+    }
     let server = SimServer::start(config).await.expect("simulator starts");
     let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(20));
     if let Some(pem) = server.ca_pem() {

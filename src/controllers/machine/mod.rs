@@ -33,8 +33,10 @@ use kube::{Resource, ResourceExt};
 
 use super::cluster::Backoff;
 use super::decoded::Decoded;
+use super::instrument::{Instrument, RunInstrumented};
+use super::scope;
 use super::triggers::changes;
-use crate::context::Context;
+use crate::context::{Context, ControllerSettings};
 use crate::ipam::IpamApiVersion;
 use crate::machine::MachineError;
 use crate::machine::latest::Latest;
@@ -170,7 +172,7 @@ fn dyn_api(c: &kube::Client, ns: Option<&str>, ar: &ApiResource) -> Api<DynamicO
 /// A reflector of a dynamic kind: its store and watch stream, trimmed as `trim` says.
 fn dyn_reflector(
     client: &kube::Client,
-    ns: Option<&str>,
+    settings: &ControllerSettings,
     ar: &ApiResource,
     trim: impl FnMut(&mut DynamicObject) + Send + 'static,
 ) -> (
@@ -179,18 +181,22 @@ fn dyn_reflector(
 ) {
     let writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
     let store = writer.as_reader();
-    let stream = watcher(dyn_api(client, ns, ar), watcher::Config::default().any_semantic())
-        .default_backoff()
-        .modify(trim)
-        .reflect(writer);
+    let stream = scope::watch(
+        settings,
+        |ns| dyn_api(client, ns, ar),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .modify(trim)
+    .reflect(writer);
     (store, stream)
 }
 
 /// Runs the ProxmoxMachine controller until `shutdown` completes.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 'static) {
     let client = ctx.client.clone();
-    let ns = ctx.settings.namespace.clone();
-    let ns = ns.as_deref();
+    let ns = &ctx.settings;
+    let inst = Instrument::new(&ctx, CONTROLLER, ctx.settings.machine_concurrency());
     let kinds = discover(&client).await;
     let wc = || watcher::Config::default().any_semantic();
     let (pms, pm_writer) = reflector::store::<Watched>();
@@ -232,15 +238,16 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         ctx: ctx.clone(),
     });
 
-    let pm_stream = watcher(api_for::<Watched>(&client, ns), wc())
+    // With `--watch-filter` only the labelled ProxmoxMachines are watched (and reconciled).
+    let pm_stream = scope::watch(ns, |ns| api_for::<Watched>(&client, ns), ns.primary_watch(wc()))
         .default_backoff()
         .modify(|pm| watches::trim_meta(pm.meta_mut()))
         .reflect(pm_writer)
         .applied_objects();
-    let pm_stream = watches::not_own_writes(pm_stream, Arc::clone(&latest));
+    let pm_stream = inst.objects(watches::not_own_writes(pm_stream, Arc::clone(&latest)));
     let machine_stream = changes(machine_stream, watches::machine_fingerprint, |_| true);
     let cluster_stream = changes(cluster_stream, watches::cluster_fingerprint, |_| true);
-    let pc_stream = watcher(api_for::<WatchedPc>(&client, ns), wc())
+    let pc_stream = scope::watch(ns, |ns| api_for::<WatchedPc>(&client, ns), wc())
         .default_backoff()
         .modify(|pc| watches::trim_meta(pc.meta_mut()))
         .reflect(pc_writer);
@@ -250,7 +257,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     });
     let address_stream = changes(address_stream, |_| 0, |_| true);
     // Cached only: the stream is polled by the controller but never triggers.
-    let pool_stream = watcher(api_for::<InClusterIPPool>(&client, ns), wc())
+    let pool_stream = scope::watch(ns, |ns| api_for::<InClusterIPPool>(&client, ns), wc())
         .default_backoff()
         .modify(|p| watches::trim_meta(&mut p.metadata))
         .reflect(pool_writer)
@@ -263,35 +270,38 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     Controller::for_stream(pm_stream, pms)
         .watches_stream_with(
             machine_stream,
-            |m| watches::machine_to_pm(&m),
+            inst.mapper(|m| watches::machine_to_pm(&m)),
             kinds.machine.clone(),
         )
         .watches_stream_with(
             claim_stream,
-            move |c| watches::claim_to_pm(&c, &s1),
+            inst.mapper(move |c| watches::claim_to_pm(&c, &s1)),
             kinds.claim.clone(),
         )
         .watches_stream_with(
             address_stream,
-            move |a| watches::address_to_pm(&a, &s2),
+            inst.mapper(move |a| watches::address_to_pm(&a, &s2)),
             kinds.address.clone(),
         )
-        .watches_stream(pc_stream, move |pc| watches::pc_to_pms(&pc, &s3.pms))
+        .watches_stream(pc_stream, inst.mapper(move |pc| watches::pc_to_pms(&pc, &s3.pms)))
         .watches_stream_with(
             cluster_stream,
-            move |c| watches::by_cluster(&s4.pms, c.namespace(), &c.name_any()),
+            inst.mapper(move |c: DynamicObject| watches::by_cluster(&s4.pms, c.namespace(), &c.name_any())),
             kinds.cluster.clone(),
         )
-        .watches_stream(secret_stream, move |s| watches::secret_to_pm(&s, &s5))
-        .watches_stream(credentials_stream, move |s| rotated(&mc_secrets, &s))
+        .watches_stream(
+            secret_stream,
+            inst.mapper(move |s| watches::secret_to_pm(&s, &s5)),
+        )
+        .watches_stream(credentials_stream, inst.mapper(move |s| rotated(&mc_secrets, &s)))
         .watches_stream(pool_stream, move |_| {
             let _ = &s6;
             None::<ObjectRef<Watched>>
         })
-        .reconcile_on(woken.map(|o| ObjectRef::<Watched>::new(&o.name).within(&o.namespace)))
+        .reconcile_on(inst.refs(woken.map(|o| ObjectRef::<Watched>::new(&o.name).within(&o.namespace))))
         .with_config(Config::default().concurrency(ctx.settings.machine_concurrency()))
         .graceful_shutdown_on(stop)
-        .run(reconcile::reconcile, error_policy, mc)
+        .run_instrumented(&inst, reconcile::reconcile, error_policy, mc)
         .for_each(|r| async move {
             if let Err(e) = r {
                 tracing::debug!(error = %e, "proxmoxmachine reconcile failed");
@@ -305,7 +315,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
 /// credentials Proxmox refused (they would otherwise wait out a backoff of up to 5 minutes).
 fn secret_streams(
     client: &kube::Client,
-    ns: Option<&str>,
+    ns: &ControllerSettings,
 ) -> (
     impl futures::Stream<Item = Result<PartialObjectMeta<Secret>, watcher::Error>> + Send + 'static,
     impl futures::Stream<Item = Result<PartialObjectMeta<Secret>, watcher::Error>> + Send + 'static,
@@ -313,8 +323,9 @@ fn secret_streams(
     let wc = || watcher::Config::default().any_semantic();
     let hash = |s: &PartialObjectMeta<Secret>| super::triggers::hash_of(&s.metadata.resource_version);
     let bootstrap = changes(
-        watcher(
-            api_for::<PartialObjectMeta<Secret>>(client, ns),
+        scope::watch(
+            ns,
+            |ns| api_for::<PartialObjectMeta<Secret>>(client, ns),
             wc().labels(CLUSTER_NAME_LABEL),
         )
         .default_backoff(),
@@ -322,7 +333,7 @@ fn secret_streams(
         |_| true,
     );
     let credentials = changes(
-        watcher(api_for::<PartialObjectMeta<Secret>>(client, ns), wc()).default_backoff(),
+        scope::watch(ns, |ns| api_for::<PartialObjectMeta<Secret>>(client, ns), wc()).default_backoff(),
         hash,
         |_| true,
     );

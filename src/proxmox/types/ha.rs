@@ -39,6 +39,68 @@ pub struct HaResource {
     pub group: Option<String>,
 }
 
+/// One entry of `GET /cluster/ha/rules` (PVE 9): a node-affinity or resource-affinity rule.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct HaRule {
+    /// Rule id.
+    pub rule: String,
+    /// `node-affinity` or `resource-affinity`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The HA resources it applies to (`vm:100,vm:101`).
+    #[serde(default)]
+    pub resources: String,
+    /// Config digest (concurrent changes are refused).
+    #[serde(default)]
+    pub digest: Option<String>,
+}
+
+impl HaRule {
+    /// The resource ids the rule names.
+    pub fn resource_ids(&self) -> Vec<String> {
+        self.resources
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// `POST /cluster/ha/rules` parameters (PVE 9) of a node-affinity rule.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HaRuleCreate {
+    /// Rule id.
+    pub rule: String,
+    /// `node-affinity`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The HA resources it applies to (`vm:100,vm:101`).
+    pub resources: String,
+    /// The nodes (`pve1,pve2:2`).
+    pub nodes: String,
+    /// Only the rule's nodes (`1`) or prefer them (`0`).
+    #[serde(serialize_with = "crate::proxmox::lenient::ser_bool01")]
+    pub strict: bool,
+    /// Why the rule exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+}
+
+/// `PUT /cluster/ha/rules/{rule}` parameters (PVE 9).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HaRuleUpdate {
+    /// The rule's type (required by PVE on every update).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The full new list of resources.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<String>,
+    /// The digest the rule had when it was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+}
+
 /// One entry of `GET /cluster/ha/groups`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct HaGroup {

@@ -105,6 +105,8 @@ pub struct ProxmoxView {
     pending: Mutex<HashMap<Owner, PendingWait>>,
     /// The Proxmox cluster's name, read once and shared with the cluster controller's probe.
     cluster_name: Arc<ClusterName>,
+    /// The Proxmox VE major version (`GET /version`), read once when first needed.
+    major: tokio::sync::OnceCell<u32>,
 }
 
 /// A wait a pass asked for, armed once the pass has persisted what it did (so that no Proxmox
@@ -163,6 +165,7 @@ impl ProxmoxView {
             refresher: Mutex::new(None),
             pending: Mutex::default(),
             cluster_name,
+            major: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -179,6 +182,26 @@ impl ProxmoxView {
             })
             .await
             .cloned()
+    }
+
+    /// The Proxmox VE major version (8, 9, …) from `GET /version`, read once per Proxmox cluster
+    /// (the HA API differs: groups on 8, rules on 9).
+    pub async fn pve_major(&self) -> Result<u32, ViewError> {
+        self.major
+            .get_or_try_init(|| async {
+                let v = self
+                    .client
+                    .version()
+                    .await
+                    .map_err(ViewError::proxmox("reading the Proxmox VE version"))?;
+                Ok(v.version
+                    .split('.')
+                    .next()
+                    .and_then(|m| m.trim().parse().ok())
+                    .unwrap_or(8))
+            })
+            .await
+            .copied()
     }
 
     /// The Proxmox client, for reads the view does not share (guest agent, VMID probes, PCI

@@ -9,8 +9,8 @@ use bytes::Bytes;
 use super::writes::WriteKind;
 use super::{CachedConfig, ProxmoxView, lock};
 use crate::proxmox::types::{
-    CloneRequest, ConfigUpdate, DeleteVmOptions, HaResourceRequest, NetDevice, ResizeRequest, StartRequest,
-    StopRequest, VmConfig, is_disk_key,
+    CloneRequest, ConfigUpdate, DeleteVmOptions, HaResourceRequest, HaRuleCreate, HaRuleUpdate, NetDevice,
+    ResizeRequest, StartRequest, StopRequest, VmConfig, is_disk_key,
 };
 use crate::proxmox::{Error, ErrorClass, Upid, lenient};
 
@@ -196,6 +196,21 @@ impl ProxmoxView {
         };
         self.record(vmid, WriteKind::Vm);
         result
+    }
+
+    /// Changes the HA rule `rule` (PVE 9). Rules change nothing the shared list shows.
+    pub async fn update_ha_rule(&self, rule: &str, update: &HaRuleUpdate) -> Result<(), Error> {
+        self.client.update_ha_rule(rule, update).await
+    }
+
+    /// Creates an HA rule (PVE 9).
+    pub async fn create_ha_rule(&self, rule: &HaRuleCreate) -> Result<(), Error> {
+        self.client.create_ha_rule(rule).await
+    }
+
+    /// Deletes the HA rule `rule` (PVE 9).
+    pub async fn delete_ha_rule(&self, rule: &str) -> Result<(), Error> {
+        self.client.delete_ha_rule(rule).await
     }
 
     /// This process changed VM `vmid`'s config with `update` (successfully): the tags are laid

@@ -261,15 +261,43 @@ pub async fn clone<A: Adapter>(env: &Env<'_, A>, record: &mut VmRecord) -> Resul
     match env.view.clone_vm(&template.node, template.vmid, &req).await {
         Ok(upid) => Ok(StepResult::next(record_task(record, env, vmid, &upid, None))),
         // Someone (or an interrupted earlier pass) created the VMID meanwhile: look again.
-        Err(e) if e.class() == ErrorClass::AlreadyExists => Ok(StepResult::next(Next::Now)),
+        Err(e) if e.class() == ErrorClass::AlreadyExists => existing(env, &target, vmid).await,
         Err(e) if e.is_retryable() => {
             Err(VmError::proxmox(format!("cloning template {}", template.vmid))(e).into())
         }
-        Err(e) => Ok(StepResult::failed(
-            Reason::CloneFailed,
-            format!("cloning template {} on {}: {e}", template.vmid, template.node),
+        Err(e) => {
+            let mut message = format!("cloning template {} on {}: {e}", template.vmid, template.node);
+            if e.class() == ErrorClass::Auth && !e.message().contains(", ") {
+                // PVE names the privilege for some of the clone's checks only.
+                message.push_str(&format!(
+                    " (a clone needs VM.Clone on /vms/{}, VM.Allocate on /vms/{vmid} or its pool, Datastore.AllocateSpace on the target storage and SDN.Use on the VM's bridges)",
+                    template.vmid
+                ));
+            }
+            Ok(StepResult::failed(
+                Reason::CloneFailed,
+                message,
+                Some(env.settings.retry_delay),
+            ))
+        }
+    }
+}
+
+/// The clone found VMID `vmid` taken although the shared list shows no VM there: the VM is read
+/// directly on `node` — ours (the list hides it: a token without `VM.Audit` sees no VMs in
+/// `/cluster/resources`), someone else's, or unreadable (the error names the privilege).
+async fn existing<A: Adapter>(env: &Env<'_, A>, node: &str, vmid: u32) -> Result<StepResult, A::Error> {
+    match env.view.read_config_of(node, vmid, &env.spec.name).await {
+        // Someone else's (or gone again): the next pass reads a newer list.
+        Ok(None) => Ok(StepResult::next(Next::Now)),
+        Ok(Some(_)) => Ok(StepResult::failed(
+            Reason::VmFailed,
+            format!(
+                "VM {vmid} exists on {node} but /cluster/resources does not show it: the Proxmox token may lack VM.Audit on it"
+            ),
             Some(env.settings.retry_delay),
         )),
+        Err(e) => Err(VmError::from(e).into()),
     }
 }
 
