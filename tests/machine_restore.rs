@@ -9,8 +9,9 @@
 //!   collector's effect (claims collected, the address handed to someone else) the VM keeps its
 //!   address, the machine says so in `IPAddressesConsistent`, and nothing is written to the VM; a
 //!   restored machine deleted before it adopted its claims releases the old UID's claims too;
-//! * the README's procedure while the manager runs (the Cluster paused, finalizers stripped,
-//!   objects re-created, unpaused): the same;
+//! * the book's procedure while the manager runs (the Cluster paused, finalizers stripped,
+//!   objects re-created, unpaused): the same, also with a re-created CAPI Machine (a dangling
+//!   owner reference) and a claim collected while paused;
 //! * a provisioned machine whose VM was deleted behind our back and whose status was lost fails
 //!   with "the VM of this machine no longer exists" instead of cloning a new VM, and so does a
 //!   machine re-created from a backup after its VM went with the old object.
@@ -23,11 +24,12 @@ mod machine_support;
 
 use std::collections::BTreeMap;
 
-use capmox_api::capi::ipam_claims::v1beta2::{IPAddress, IPAddressClaim};
+use capmox_api::capi::ipam_claims::v1beta2::IPAddressClaim;
 use capmox_api::v1alpha2::ProxmoxMachine;
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use machine_support::restore::*;
 use machine_support::*;
 use serde_json::json;
 
@@ -36,36 +38,6 @@ const MISMATCH: &str = "IPAddressesConsistent";
 
 fn bootstrap() -> Option<(&'static str, Option<&'static str>)> {
     Some((CLOUD_CONFIG, None))
-}
-
-/// Proxmox requests that change something (everything but reads and the guest agent, whose
-/// exec reads cloud-init's state) between `before` and now.
-fn writes_since(h: &Harness, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
-    h.sim
-        .state()
-        .request_counts()
-        .into_iter()
-        .filter(|(k, _)| !k.starts_with("GET ") && !k.contains("/agent/"))
-        .filter_map(|(k, v)| {
-            let d = v - before.get(&k).copied().unwrap_or(0);
-            (d > 0).then_some((k, d))
-        })
-        .collect()
-}
-
-fn vmid(pm: &ProxmoxMachine) -> u32 {
-    u32::try_from(pm.spec.virtual_machine_id.unwrap()).unwrap()
-}
-
-/// The machine's `InternalIP`.
-fn address(pm: &ProxmoxMachine) -> Option<String> {
-    pm.status
-        .as_ref()?
-        .addresses
-        .as_ref()?
-        .iter()
-        .find(|a| a.type_ == capmox_api::v1alpha2::MachineAddressType::InternalIp)
-        .map(|a| a.address.clone())
 }
 
 /// Provisioned, with its address in the status and the bootstrap ISO gone (the node joined).
@@ -85,66 +57,6 @@ async fn provision(h: &Harness, cluster: &str, name: &str) -> ProxmoxMachine {
         .await;
     h.wait_pm(name, 60, "provisioned and settled", |pm| settled(h, pm))
         .await
-}
-
-fn claims(h: &Harness) -> Api<IPAddressClaim> {
-    Api::namespaced(h.client.clone(), NS)
-}
-
-/// The controller UID of claim `name`.
-async fn claim_owner(h: &Harness, name: &str) -> Option<String> {
-    let c = claims(h).get_opt(name).await.unwrap()?;
-    c.owner_references()
-        .iter()
-        .find(|o| o.controller == Some(true))
-        .map(|o| o.uid.clone())
-}
-
-/// The address IPAM gave claim `name`.
-async fn claimed_address(h: &Harness, name: &str) -> Option<String> {
-    let c = claims(h).get_opt(name).await.unwrap()?;
-    let a = c.status?.address_ref?.name;
-    let addr = Api::<IPAddress>::namespaced(h.client.clone(), NS)
-        .get_opt(&a)
-        .await
-        .unwrap()?;
-    Some(addr.spec.address)
-}
-
-/// What a backup of a ProxmoxMachine holds: metadata (labels, annotations, owner references,
-/// finalizers) and spec — no status, no UID, no resourceVersion.
-fn backup(pm: &ProxmoxMachine) -> ProxmoxMachine {
-    let mut b = ProxmoxMachine::new(&pm.name_any(), pm.spec.clone());
-    b.metadata.namespace = pm.namespace();
-    b.metadata.labels = pm.metadata.labels.clone();
-    b.metadata.annotations = pm.metadata.annotations.clone();
-    b.metadata.owner_references = pm.metadata.owner_references.clone();
-    b.metadata.finalizers = pm.metadata.finalizers.clone();
-    b
-}
-
-/// Deletes a ProxmoxMachine the way a restore starts (its finalizers stripped first, so nothing
-/// runs its deletion) and waits until it is gone.
-async fn drop_object(h: &Harness, name: &str) {
-    let pms = h.pms();
-    pms.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
-    pms.delete(name, &DeleteParams::default()).await.unwrap();
-    wait_for(30, &format!("{name} gone"), || {
-        let pms = pms.clone();
-        async move { pms.get_opt(name).await.unwrap().is_none().then_some(()) }
-    })
-    .await;
-}
-
-/// Re-creates a ProxmoxMachine from its backup (a new UID); returns it.
-async fn restore(h: &Harness, backup: &ProxmoxMachine) -> ProxmoxMachine {
-    h.pms().create(&PostParams::default(), backup).await.unwrap()
 }
 
 /// Plays the garbage collector for claims whose controller is gone: deletes them and waits until
@@ -390,40 +302,95 @@ async fn deleting_a_restored_machine_releases_the_old_uids_claims() {
     h.stop().await;
 }
 
-/// The README's procedure with the manager running: pause the Cluster, restore (finalizers
-/// stripped, objects re-created), unpause. Nothing happens while paused; then the machine is
-/// adopted with its VM, claim and address, without a Proxmox write.
+/// The book's procedure with the manager running: pause the Cluster, restore (finalizers
+/// stripped, objects re-created), unpause. Nothing happens while paused; then every machine is
+/// adopted with its VM and address, without a Proxmox write: `rp-a` takes over its old claim;
+/// `rp-b` had its CAPI Machine re-created too (its owner reference dangles) and its claim
+/// deleted by the collector (held by IPAM's finalizer while paused, released on unpause), and is
+/// claimed again with its VM's address.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restored_while_running_with_the_cluster_paused() {
     let h = Harness::start_without_gc().await;
     h.create_cluster("rp", json!({})).await;
-    let old = provision(&h, "rp", "rp-m").await;
+    let old = [
+        provision(&h, "rp", "rp-a").await,
+        provision(&h, "rp", "rp-b").await,
+    ];
+    let vms = h.sim.state().non_template_vmids();
     let counts = h.sim.state().request_counts();
     pause(&h, "rp", true).await;
-    h.wait_pm("rp-m", 30, "paused", |pm| {
-        pm.condition("Paused").is_some_and(|c| c.status == "True")
-    })
-    .await;
-    drop_object(&h, "rp-m").await;
-    let restored = restore(&h, &backup(&old)).await;
-    let paused = h
-        .wait_pm("rp-m", 30, "paused after the restore", |pm| {
+    for pm in &old {
+        h.wait_pm(&pm.name_any(), 30, "paused", |pm| {
             pm.condition("Paused").is_some_and(|c| c.status == "True")
         })
         .await;
-    assert!(
-        !paused.is_provisioned(),
-        "nothing but the Paused condition while paused"
-    );
+    }
+    let machine = h.machines().get("rp-b").await.unwrap();
+    let mut copy = capmox_api::capi::v1beta2::Machine::new("rp-b", machine.spec.clone());
+    copy.metadata.namespace = machine.namespace();
+    copy.metadata.labels = machine.metadata.labels.clone();
+    let machines = h.machines();
+    let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    machines
+        .patch("rp-b", &PatchParams::default(), &strip)
+        .await
+        .unwrap();
+    machines.delete("rp-b", &DeleteParams::default()).await.unwrap();
+    wait_for(30, "Machine rp-b gone", || {
+        let machines = machines.clone();
+        async move { machines.get_opt("rp-b").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    let new_machine = machines.create(&PostParams::default(), &copy).await.unwrap();
+    let mut restored = Vec::new();
+    for pm in &old {
+        drop_object(&h, &pm.name_any()).await;
+        restored.push(restore(&h, &backup(pm)).await);
+    }
+    assert_ne!(new_machine.uid(), machine.uid(), "rp-b's owner reference dangles");
+    // The collector deletes rp-b's claim (its controller is gone).
+    claims(&h)
+        .delete("rp-b-net0-00-inet", &DeleteParams::default())
+        .await
+        .unwrap();
+    for pm in &old {
+        let paused = h
+            .wait_pm(&pm.name_any(), 30, "paused after the restore", |pm| {
+                pm.condition("Paused").is_some_and(|c| c.status == "True")
+            })
+            .await;
+        assert!(
+            !paused.is_provisioned(),
+            "nothing but the Paused condition while paused"
+        );
+    }
     pause(&h, "rp", false).await;
-    let pm = h
-        .wait_pm("rp-m", 60, "adopted after unpausing", |pm| settled(&h, pm))
+    for (old, restored) in old.iter().zip(&restored) {
+        let name = old.name_any();
+        let pm = h
+            .wait_pm(&name, 60, "adopted after unpausing", |pm| settled(&h, pm))
+            .await;
+        assert_eq!(pm.uid(), restored.uid());
+        assert_eq!((vmid(&pm), address(&pm)), (vmid(old), address(old)));
+        let claim = format!("{name}-net0-00-inet");
+        wait_for(
+            30,
+            "the claim is the restored machine's, with its address",
+            || {
+                let (claim, uid) = (claim.clone(), pm.uid());
+                let h = &h;
+                async move {
+                    let bound = claimed_address(h, &claim).await == address(old);
+                    (bound && claim_owner(h, &claim).await == uid).then_some(())
+                }
+            },
+        )
         .await;
-    assert_eq!(pm.uid(), restored.uid());
-    assert_eq!((vmid(&pm), address(&pm)), (vmid(&old), address(&old)));
-    assert_eq!(claim_owner(&h, "rp-m-net0-00-inet").await, pm.uid());
+        let pm = h.pms().get(&name).await.unwrap();
+        assert!(pm.condition(MISMATCH).is_none(), "{name}: {:?}", pm.status);
+    }
     assert_eq!(writes_since(&h, &counts), BTreeMap::new(), "no Proxmox write");
-    assert_eq!(h.sim.state().non_template_vmids(), vec![vmid(&old)]);
+    assert_eq!(h.sim.state().non_template_vmids(), vms, "every VM exactly once");
     h.stop().await;
 }
 

@@ -443,7 +443,7 @@ fn adopt_step(f: &Facts, vm: &VmFacts) -> Option<Step> {
         (Some(_), Some(_)) => true,
         _ => false,
     };
-    let iso_file = super::iso::file_name(vm.vmid);
+    let iso_file = crate::bootstrap::iso_file_name(u64::from(vm.vmid));
     let iso_attached = vm.config.ide0.as_deref().is_some_and(|v| v.contains(&iso_file));
     let ran = iso_attached || (identified && vm.power != Power::Stopped) || f.bootstrap_consumed;
     if !ran {

@@ -13,13 +13,19 @@ use kube::{Resource, ResourceExt};
 use support::{NS, wait_for};
 
 /// The Cluster `c1` the test claims are linked to (as CAIP, the stand-in holds claims whose
-/// Cluster is missing or paused); nothing where the API server serves no Cluster API.
+/// Cluster is missing or paused); nothing where the API server serves no Cluster API v1beta2.
 async fn ensure_cluster(client: &kube::Client, paused: bool) {
     let mut c = capmox_standins::capi::cluster(NS, "c1", "c1");
     c.spec.paused = Some(paused);
-    let _ = Api::<capmox_api::capi::v1beta2::Cluster>::namespaced(client.clone(), NS)
+    match Api::<capmox_api::capi::v1beta2::Cluster>::namespaced(client.clone(), NS)
         .create(&PostParams::default(), &c)
-        .await;
+        .await
+    {
+        // 409: created by an earlier call; 404: no `cluster.x-k8s.io/v1beta2` served.
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {}
+        Err(e) => panic!("creating Cluster c1: {e}"),
+    }
 }
 
 async fn create_pool(client: &kube::Client, name: &str, addresses: &[&str]) -> InClusterIPPool {

@@ -22,6 +22,8 @@ use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use testenv::{TestEnv, TestEnvOptions};
 
+pub mod restore;
+
 /// Namespace every test object lives in.
 pub const NS: &str = "machines";
 

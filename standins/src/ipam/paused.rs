@@ -101,3 +101,44 @@ pub(super) async fn watch(
         stream,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn claim(spec_cluster: Option<&str>, label: Option<&str>) -> IPAddressClaim {
+        let mut c: IPAddressClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": {"poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "p"}},
+        }))
+        .unwrap();
+        c.spec.cluster_name = spec_cluster.map(str::to_owned);
+        if let Some(l) = label {
+            c.labels_mut().insert(CLUSTER_NAME_LABEL.to_owned(), l.to_owned());
+        }
+        c
+    }
+
+    #[test]
+    fn the_spec_names_the_cluster_before_the_label() {
+        assert_eq!(cluster_of(&claim(Some("a"), Some("b"))).as_deref(), Some("a"));
+        assert_eq!(cluster_of(&claim(Some(""), Some("b"))).as_deref(), Some("b"));
+        assert_eq!(cluster_of(&claim(None, Some(""))), None);
+        assert_eq!(cluster_of(&claim(None, None)), None);
+    }
+
+    #[test]
+    fn paused_by_spec_or_annotation() {
+        let cluster = |v: serde_json::Value| -> DynamicObject { serde_json::from_value(v).unwrap() };
+        let base = serde_json::json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+            "metadata": {"name": "c"}});
+        assert!(!paused(&cluster(base.clone())));
+        let mut spec = base.clone();
+        spec["spec"] = serde_json::json!({"paused": true});
+        assert!(paused(&cluster(spec)));
+        let mut annotated = base;
+        annotated["metadata"]["annotations"] = serde_json::json!({PAUSED_ANNOTATION: ""});
+        assert!(paused(&cluster(annotated)));
+    }
+}
