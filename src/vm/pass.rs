@@ -34,6 +34,9 @@ pub struct Outcome<E> {
     pub addresses: Option<Addresses>,
     /// The VM became provisioned in this pass.
     pub provisioned: Option<Provisioned>,
+    /// The VM's tags as observed (`None`: not looked at): what it was configured with, e.g. its
+    /// address tags.
+    pub vm_tags: Option<Vec<String>>,
 }
 
 /// How old the shared list may be for this pass. Provisioned VMs are only looked at by the
@@ -95,8 +98,11 @@ pub async fn provision<A: Adapter>(
         let need_config = !record.provisioned && !record.bootstrap_delivered;
         observe::look(view, &spec.name, vmid, fresh, need_config).await?
     };
+    // A provisioned VM's addresses are looked at too (from the owner's caches), so that lost ones
+    // are asked for again; there an owner that cannot tell (e.g. a zone gone since) is no error.
     let addresses = match &vm {
         VmPresence::Ours(_) if !record.provisioned => Some(adapter.addresses()?),
+        VmPresence::Ours(_) => adapter.addresses().ok(),
         _ => None,
     };
     let vm_facts = match &vm {
@@ -125,6 +131,7 @@ pub async fn provision<A: Adapter>(
         vm: vm.clone(),
         ha: spec.ha.clone(),
         ha_applied: record.ha.clone(),
+        identity: record.identity.clone(),
     };
     let step = match &spec.refusal {
         Some(f) if !record.provisioned => Step::Fail(f.clone()),
@@ -170,5 +177,6 @@ pub async fn provision<A: Adapter>(
         power: vm_facts.map(|v| v.power),
         addresses,
         provisioned: result.provisioned,
+        vm_tags: vm_facts.map(|v| v.config.tags.clone()),
     })
 }

@@ -106,6 +106,11 @@ pub struct VmRecord {
     pub provisioned: bool,
     /// The VM failed for good (the owner derives it from what it persisted: a terminal failure).
     pub failed_terminally: bool,
+    /// The VM's SMBIOS UUID as the owner recorded it once the VM existed (e.g. a provider ID).
+    /// It survives where the rest of the record may not (a backup restored without status, a
+    /// `clusterctl move`): with an identity and no VM the VM was lost, never still to be made,
+    /// and a VM at the VMID with another UUID is not this owner's.
+    pub identity: Option<String>,
 }
 
 impl VmRecord {
