@@ -8,6 +8,16 @@ export CARGO_TERM_COLOR ?= never
 ENVTEST_SETUP ?= ../shared/tools/envtest/setup.sh
 # The Proxmox VE release pve-sim plays in `make test-real` (`make test` plays its default, 8.4).
 REAL_PVE_VERSION ?= 9.1
+# How the tests run: cargo-nextest (one process per test, tests of all binaries side by side; the
+# profile is .config/nextest.toml) where it is installed, else cargo's own runner (one binary at a time).
+# Most tests wait on pve-sim's task timings and controllers rather than compute, so running them side by
+# side is what keeps `make test` short on two cores.
+NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
+ifeq ($(NEXTEST),yes)
+TEST_RUN = $(CARGO) nextest run --workspace --all-targets --no-fail-fast
+else
+TEST_RUN = $(CARGO) test --workspace --all-targets --no-fail-fast
+endif
 # The real Cluster API core managers (v1.13.4, v1.10.2) for `make e2e`.
 CAPI_SETUP ?= ../shared/tools/capi/setup.sh
 
@@ -27,7 +37,7 @@ build:
 ## test: run every unit and integration test in the workspace (in-tree API server, Proxmox VE 8.4)
 test:
 	env -u KUBEBUILDER_ASSETS -u TEST_ASSET_KUBE_APISERVER -u TEST_ASSET_ETCD -u PVE_SIM_VERSION \
-	  $(CARGO) test --workspace --all-targets --no-fail-fast
+	  $(TEST_RUN)
 
 ## test-real: every test again, against a real kube-apiserver v1.32 + etcd instead of the in-tree server,
 ## with pve-sim playing Proxmox VE 9.1 (PVE_SIM_VERSION) wherever a test does not pin a release
@@ -36,7 +46,7 @@ test-real:
 	  echo "test-real: skipped: $(ENVTEST_SETUP) not found (the real kube-apiserver assets from ../shared/tools/envtest)"; \
 	else \
 	  assets=$$($(ENVTEST_SETUP)) && echo "test-real: KUBEBUILDER_ASSETS=$$assets" && \
-	  KUBEBUILDER_ASSETS=$$assets PVE_SIM_VERSION=$(REAL_PVE_VERSION) $(CARGO) test --workspace --all-targets --no-fail-fast; \
+	  KUBEBUILDER_ASSETS=$$assets PVE_SIM_VERSION=$(REAL_PVE_VERSION) $(TEST_RUN); \
 	fi
 
 ## e2e: end to end with the real CAPI core managers v1.13.4 and v1.10.2, the real kube-apiserver,

@@ -22,6 +22,10 @@
 //! objects, a MachineDeployment of ProxmoxMachines whose Cluster's control plane is a
 //! KamajiControlPlane, the test playing Kamaji v0.19's controller (`e2e_support/kamaji.rs`).
 //!
+//! A fourth case moves a provisioned cluster with the real `clusterctl move` (v1.13.4) from one
+//! management cluster to another, both with the real CAPI core manager and our manager on the
+//! same pve-sim (`e2e_support/moving.rs`).
+//!
 //! Ignored by `cargo test` (it takes minutes); `make e2e` runs it. Skips with one line when
 //! `../shared/tools/{envtest,capi}` are missing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -122,5 +126,22 @@ async fn capi_v1_10_2_kamaji_tenant_node_group() {
             return;
         }
     }
+    rig.stop(tag, failures).await;
+}
+
+/// `clusterctl move` between two management clusters (real clusterctl, kube-apiservers, CAPI
+/// v1.13.4 and our manager in both): see `e2e_support/moving.rs`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "end to end with the real CAPI core manager (minutes): make e2e"]
+async fn clusterctl_move_between_management_clusters() {
+    let capi = Capi::V1_13_4;
+    let tag = "e2e clusterctl move (CAPI v1.13.4)";
+    let Some(bin) = e2e_support::moving::clusterctl(capi) else {
+        return;
+    };
+    let Some(rig) = Rig::start(capi, true, tag).await else {
+        return;
+    };
+    let failures = e2e_support::moving::clusterctl_move(&rig, capi, &bin).await;
     rig.stop(tag, failures).await;
 }

@@ -87,7 +87,7 @@ async fn seed_iso_never_takes_the_disk_out_of_the_boot_order() {
     for (name, _) in &cases {
         h.delete_machine(name, 60).await;
     }
-    let (vms, isos, ipam) = h.leftovers().await;
+    let (vms, isos, ipam) = h.settled_leftovers().await;
     assert!(
         vms.is_empty() && isos.is_empty() && ipam == 0,
         "{vms:?} {isos:?} {ipam}"

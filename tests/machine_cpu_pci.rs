@@ -88,7 +88,7 @@ async fn cpu_and_pci_mapping_place_and_shape_the_vm() {
 
     h.delete_machine("gpu-node", 60).await;
     h.delete_machine("no-mapping", 60).await;
-    let (vms, isos, ipam) = h.leftovers().await;
+    let (vms, isos, ipam) = h.settled_leftovers().await;
     assert!(
         vms.is_empty() && isos.is_empty() && ipam == 0,
         "{vms:?} {isos:?} {ipam}"

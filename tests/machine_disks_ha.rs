@@ -153,7 +153,7 @@ async fn additional_volumes_are_created_once_and_destroyed_with_the_vm() {
         )
     });
     h.delete_machine("data", 60).await;
-    let (vms, isos, ipam) = h.leftovers().await;
+    let (vms, isos, ipam) = h.settled_leftovers().await;
     assert!(
         vms.is_empty() && isos.is_empty() && ipam == 0,
         "{vms:?} {isos:?} {ipam}"
@@ -278,7 +278,7 @@ async fn ha_resource_follows_the_machine_from_first_start_to_deletion() {
         .with(|c| c.tasks.values().filter(|t| t.kind == "hastop").count());
     assert_eq!(hastops, 0);
     assert!(h.sim.state().ha_resources().is_empty());
-    let (vms, isos, ipam) = h.leftovers().await;
+    let (vms, isos, ipam) = h.settled_leftovers().await;
     assert!(
         vms.is_empty() && isos.is_empty() && ipam == 0,
         "{vms:?} {isos:?} {ipam}"
@@ -359,7 +359,7 @@ async fn on_pve_9_an_ha_group_is_a_node_affinity_rule() {
         "{:?}",
         h.sim.state().ha_rules()
     );
-    let (vms, isos, ipam) = h.leftovers().await;
+    let (vms, isos, ipam) = h.settled_leftovers().await;
     assert!(
         vms.is_empty() && isos.is_empty() && ipam == 0,
         "{vms:?} {isos:?} {ipam}"

@@ -168,7 +168,7 @@ async fn least_privilege(version: pve_sim::PveVersion, agent: &[&str]) {
     for (name, _) in &machines {
         h.delete_machine(name, 180).await;
     }
-    let (vms, isos, ipam) = h.leftovers().await;
+    let (vms, isos, ipam) = h.settled_leftovers().await;
     assert!(
         vms.is_empty() && isos.is_empty() && ipam == 0,
         "{vms:?} {isos:?} {ipam}"

@@ -97,7 +97,7 @@ async fn each_zone_lives_in_its_own_proxmox_cluster() {
         .unwrap();
     h.delete_machine("in-a", 120).await;
     h.delete_machine("in-b", 120).await;
-    let (vms, left_isos, ipam) = h.leftovers().await;
+    let (vms, left_isos, ipam) = h.settled_leftovers().await;
     assert!(vms.is_empty(), "VMs left in the default Proxmox: {vms:?}");
     assert!(
         left_isos.is_empty(),

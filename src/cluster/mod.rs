@@ -339,12 +339,60 @@ async fn apply_pools(
             obj.spec.address_reuse_grace_period_seconds = None;
             result = pool_api.patch(&p.name, &params, &Patch::Apply(&obj)).await;
         }
+        // A pool still controlled by an earlier ProxmoxCluster of this name (a restore, a quick
+        // re-create before garbage collection) is taken over instead of refused forever.
+        if matches!(&result, Err(kube::Error::Api(e)) if e.code == 422)
+            && drop_stale_owner(&pool_api, &p.name, pc).await?
+        {
+            result = pool_api.patch(&p.name, &params, &Patch::Apply(&obj)).await;
+        }
         result.map_err(ClusterError::kube(
             error::IP_POOL_RECONCILIATION_FAILED_REASON,
             format!("applying InClusterIPPool {ns}/{}", p.name),
         ))?;
     }
     Ok(())
+}
+
+/// Removes from pool `name` the owner references to an earlier ProxmoxCluster of `pc`'s name
+/// (another UID, gone: two cannot exist at once); whether there were any.
+async fn drop_stale_owner(
+    api: &Api<InClusterIPPool>,
+    name: &str,
+    pc: &ProxmoxCluster,
+) -> Result<bool, ClusterError> {
+    let failed = |what: &str| {
+        ClusterError::kube(
+            error::IP_POOL_RECONCILIATION_FAILED_REASON,
+            format!(
+                "{what} InClusterIPPool {}/{name}",
+                pc.namespace().unwrap_or_default()
+            ),
+        )
+    };
+    let Some(pool) = api.get_opt(name).await.map_err(failed("reading"))? else {
+        return Ok(false);
+    };
+    let ours = owner_reference(pc, true);
+    let stale = |r: &OwnerReference| {
+        r.kind == ours.kind
+            && r.name == ours.name
+            && r.uid != ours.uid
+            && capmox_api::capi::api_version_in_group(&r.api_version, capmox_api::consts::GROUP)
+    };
+    if !pool.owner_references().iter().any(stale) {
+        return Ok(false);
+    }
+    let kept: Vec<&OwnerReference> = pool.owner_references().iter().filter(|r| !stale(r)).collect();
+    let body = serde_json::json!({"metadata": {
+        "ownerReferences": kept,
+        "resourceVersion": pool.resource_version(),
+    }});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .map_err(failed("taking over"))?;
+    tracing::info!(pool = name, cluster = %pc.name_any(), "took over an InClusterIPPool of an earlier ProxmoxCluster of this name");
+    Ok(true)
 }
 
 /// The delete path: refuse while the owner Cluster lives, wait for the cluster's ProxmoxMachines,

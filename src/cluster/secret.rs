@@ -1,5 +1,7 @@
 //! The credentials Secret of a ProxmoxCluster: resolving the Proxmox client, adopting the Secret
-//! (non-controller ownerRef + finalizer) and releasing it on delete.
+//! (non-controller ownerRef + finalizer, and the label `clusterctl move` moves it by) and releasing
+//! it on delete. A reference to an earlier ProxmoxCluster of the same name (restored or moved with
+//! a new UID) is rewritten to this one.
 
 use capmox_api::consts::SECRET_FINALIZER;
 use capmox_api::v1alpha2::ProxmoxCluster;
@@ -26,6 +28,10 @@ pub fn secret_key(pc: &ProxmoxCluster) -> Option<(String, String)> {
     Some((ns, name))
 }
 
+/// The label that makes `clusterctl move` move an object (here: the credentials Secret, whatever
+/// its owner references say).
+pub const MOVE_LABEL: &str = "clusterctl.cluster.x-k8s.io/move";
+
 fn is_ours(r: &OwnerReference, pc: &ProxmoxCluster) -> bool {
     r.kind == "ProxmoxCluster"
         && capmox_api::capi::api_version_in_group(&r.api_version, capmox_api::consts::GROUP)
@@ -37,12 +43,16 @@ async fn patch_meta(
     s: &Secret,
     owners: Vec<OwnerReference>,
     finalizers: Vec<String>,
+    move_label: bool,
 ) -> Result<Secret, ClusterError> {
-    let patch = json!({"metadata": {
+    let mut patch = json!({"metadata": {
         "ownerReferences": owners,
         "finalizers": finalizers,
         "resourceVersion": s.resource_version(),
     }});
+    if move_label {
+        patch["metadata"]["labels"] = json!({ MOVE_LABEL: "" });
+    }
     api.patch(&s.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(ClusterError::kube(
@@ -74,24 +84,39 @@ pub async fn resolve_client(ctx: &Context, pc: &ProxmoxCluster) -> Result<Client
             message: format!("credentials secret {ns}/{name} not found"),
         });
     };
-    let mut owners = secret.owner_references().to_vec();
     let mut finalizers = secret.finalizers().to_vec();
-    let owned = owners.iter().any(|r| is_ours(r, pc));
+    let ours = owner_reference(pc, false);
+    let (owners, owned) = adopted_owners(secret.owner_references(), pc, &ours);
     let finalized = finalizers.iter().any(|f| f == SECRET_FINALIZER);
-    if !owned || !finalized {
-        if !owned {
-            owners.push(owner_reference(pc, false));
-        }
+    let labelled = secret.labels().contains_key(MOVE_LABEL);
+    if !owned || !finalized || !labelled {
         if !finalized {
             finalizers.push(SECRET_FINALIZER.to_owned());
         }
         // Build the client from the patched Secret so its resourceVersion is the cached one.
-        secret = patch_meta(&api, &secret, owners, finalizers).await?;
+        secret = patch_meta(&api, &secret, owners, finalizers, !labelled).await?;
     }
     match ctx.proxmox.global() {
         Some(g) => Ok(g.clone()),
         None => Ok(ctx.proxmox.for_secret(&secret)?),
     }
+}
+
+/// The Secret's owner references with ours in place — added, or replacing a reference to an
+/// earlier ProxmoxCluster of our name (another UID) — and whether they were right already.
+fn adopted_owners(
+    current: &[OwnerReference],
+    pc: &ProxmoxCluster,
+    ours: &OwnerReference,
+) -> (Vec<OwnerReference>, bool) {
+    let mut owners: Vec<OwnerReference> = current.iter().filter(|r| !is_ours(r, pc)).cloned().collect();
+    owners.push(ours.clone());
+    let right = current.iter().any(|r| is_ours(r, pc) && r.uid == ours.uid)
+        && current.iter().filter(|r| is_ours(r, pc)).count() == 1;
+    if right {
+        return (current.to_vec(), true);
+    }
+    (owners, false)
 }
 
 /// Removes our ownerRef from the credentials Secret, and its finalizer when we were its only owner.
@@ -116,7 +141,7 @@ pub async fn release(ctx: &Context, pc: &ProxmoxCluster) -> Result<(), ClusterEr
         finalizers.retain(|f| f != SECRET_FINALIZER);
     }
     if owners.len() != before.len() || finalizers.len() != secret.finalizers().len() {
-        patch_meta(&api, &secret, owners, finalizers).await?;
+        patch_meta(&api, &secret, owners, finalizers, false).await?;
     }
     ctx.proxmox.forget(&ns, &name);
     Ok(())

@@ -409,6 +409,10 @@ async fn reconcile_inner(pc: &ProxmoxCluster, cc: &ClusterCtx) -> Result<Action,
         tracing::debug!(object = %key(pc), "externally managed; skipping");
         return Ok(Action::await_change());
     }
+    if pc.annotations().contains_key(super::DELETE_FOR_MOVE_ANNOTATION) {
+        tracing::debug!(object = %key(pc), "moved by clusterctl; leaving the source object alone");
+        return Ok(Action::await_change());
+    }
     let ns = pc.namespace().unwrap_or_default();
     let owner = match cluster::owner::fetch(&ctx.client, &ns, &pc.metadata).await {
         Ok(o) => o,

@@ -3,14 +3,19 @@
 //! instead of a new Event), but remembers each recent event in a few dozen bytes — a hash of its
 //! identity, its name and its count — instead of a full copy of the Event and its key. With a
 //! thousand machines each publishing an event, kube-runtime's cache held megabytes.
+//!
+//! A manager whose role does not allow `events.k8s.io` (capmox v0.9's ClusterRole grants core
+//! `v1` Events only: an image-only swap keeps it) publishes core `v1` Events instead, from the
+//! first refusal on — the same Event, written through the API capmox's controller-runtime uses.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, ObjectReference};
 use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 pub use kube::runtime::events::{Event, EventType, Reporter};
@@ -18,13 +23,18 @@ pub use kube::runtime::events::{Event, EventType, Reporter};
 /// How long a published event can still become a series (kube-runtime's and client-go's TTL).
 const SERIES_TTL: SignedDuration = SignedDuration::from_mins(6);
 
-/// A recently published event: its name, how often it was seen and when last.
+/// A recently published event: its name, how often it was seen and when last, and whether it is
+/// a core `v1` Event.
 #[derive(Debug, Clone)]
 struct Recent {
     name: String,
     count: i32,
     last: Timestamp,
+    core: bool,
 }
+
+/// Whether the switch to core `v1` Events was logged (once per process).
+static CORE_FALLBACK_LOGGED: AtomicBool = AtomicBool::new(false);
 
 /// Publishes Events for the controllers (cheap to clone; clones share the series memory).
 #[derive(Clone)]
@@ -32,6 +42,8 @@ pub struct Recorder {
     client: kube::Client,
     reporter: Reporter,
     recent: Arc<Mutex<HashMap<u64, Recent>>>,
+    /// `events.k8s.io` was refused: publish core `v1` Events.
+    core: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -71,6 +83,7 @@ impl Recorder {
             client,
             reporter,
             recent: Arc::default(),
+            core: Arc::default(),
         }
     }
 
@@ -117,6 +130,31 @@ impl Recorder {
         }
     }
 
+    /// The core `v1` Event a first occurrence creates when `events.k8s.io` is refused (the fields
+    /// client-go's legacy recorder writes).
+    fn new_core_event(&self, ev: &K8sEvent) -> CoreEvent {
+        let at = ev.event_time.as_ref().map(|t| Time(t.0));
+        CoreEvent {
+            metadata: ev.metadata.clone(),
+            involved_object: ev.regarding.clone().unwrap_or_default(),
+            reason: ev.reason.clone(),
+            message: ev.note.clone(),
+            type_: ev.type_.clone(),
+            action: ev.action.clone(),
+            related: ev.related.clone(),
+            source: Some(EventSource {
+                component: Some(self.reporter.controller.clone()),
+                host: None,
+            }),
+            reporting_component: ev.reporting_controller.clone(),
+            reporting_instance: ev.reporting_instance.clone(),
+            first_timestamp: at.clone(),
+            last_timestamp: at,
+            count: Some(1),
+            ..Default::default()
+        }
+    }
+
     /// Publishes `ev` about `regarding` (in its namespace, `default` for cluster-scoped
     /// objects): a new Event, or — when the same event was published in the last six minutes —
     /// one more occurrence of its series.
@@ -129,35 +167,73 @@ impl Recorder {
             recent.get(&key).cloned()
         };
         let ns = regarding.namespace.as_deref().unwrap_or("default");
-        let events: Api<K8sEvent> = Api::namespaced(self.client.clone(), ns);
         let remembered = match repeat {
-            Some(r) => {
-                let count = r.count + 1;
-                let patch = serde_json::json!({"series": EventSeries {
-                    count,
-                    last_observed_time: MicroTime(now),
-                }});
-                events
-                    .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await?;
-                Recent {
-                    name: r.name,
-                    count,
-                    last: now,
-                }
-            }
-            None => {
-                let event = self.new_event(ev, regarding, now);
-                let created = events.create(&PostParams::default(), &event).await?;
-                Recent {
-                    name: created.metadata.name.or(event.metadata.name).unwrap_or_default(),
-                    count: 1,
-                    last: now,
-                }
-            }
+            Some(r) => self.repeat(ns, r, now).await?,
+            None => self.create(ns, ev, regarding, now).await?,
         };
         self.recent().insert(key, remembered);
         Ok(())
+    }
+
+    /// One more occurrence of a recent event: its series count (core: `count`, `lastTimestamp`).
+    async fn repeat(&self, ns: &str, r: Recent, now: Timestamp) -> Result<Recent, kube::Error> {
+        let count = r.count + 1;
+        let pp = PatchParams::default();
+        if r.core {
+            let patch = serde_json::json!({"count": count, "lastTimestamp": Time(now)});
+            let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), ns);
+            events.patch(&r.name, &pp, &Patch::Merge(&patch)).await?;
+        } else {
+            let patch = serde_json::json!({"series": EventSeries {
+                count,
+                last_observed_time: MicroTime(now),
+            }});
+            let events: Api<K8sEvent> = Api::namespaced(self.client.clone(), ns);
+            events.patch(&r.name, &pp, &Patch::Merge(&patch)).await?;
+        }
+        Ok(Recent {
+            count,
+            last: now,
+            ..r
+        })
+    }
+
+    /// A first occurrence: an `events.k8s.io` Event, or a core one once that API was refused.
+    async fn create(
+        &self,
+        ns: &str,
+        ev: &Event,
+        regarding: &ObjectReference,
+        now: Timestamp,
+    ) -> Result<Recent, kube::Error> {
+        let event = self.new_event(ev, regarding, now);
+        let recent = |name: Option<String>, core| Recent {
+            name: name.or_else(|| event.metadata.name.clone()).unwrap_or_default(),
+            count: 1,
+            last: now,
+            core,
+        };
+        if !self.core.load(Ordering::Relaxed) {
+            let events: Api<K8sEvent> = Api::namespaced(self.client.clone(), ns);
+            match events.create(&PostParams::default(), &event).await {
+                Ok(created) => return Ok(recent(created.metadata.name, false)),
+                Err(kube::Error::Api(e)) if e.code == 403 => {
+                    self.core.store(true, Ordering::Relaxed);
+                    if !CORE_FALLBACK_LOGGED.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            error = %e.message,
+                            "creating events.k8s.io/v1 Events is forbidden (capmox v0.9's ClusterRole grants core v1 Events only): publishing core v1 Events instead"
+                        );
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), ns);
+        let created = events
+            .create(&PostParams::default(), &self.new_core_event(&event))
+            .await?;
+        Ok(recent(created.metadata.name, true))
     }
 }
 

@@ -73,15 +73,21 @@ fn key<K: Resource>(t: &K) -> String {
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 'static) {
     let client = ctx.client.clone();
     let settings = &ctx.settings;
+    let api = |ns: Option<&str>| match ns {
+        Some(ns) => Api::<Watched>::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    // A role without templates (capmox v0.9's: an image-only swap keeps it) turns the controller
+    // off with one line, instead of a watch that retries its refused list forever.
+    for ns in settings.watched_namespaces() {
+        if let Some(message) = forbidden(&api(ns.as_deref())).await {
+            tracing::warn!("{message}");
+            shutdown.await;
+            return;
+        }
+    }
     let wc = settings.primary_watch(watcher::Config::default().any_semantic());
-    let templates = super::scope::watch(
-        settings,
-        |ns| match ns {
-            Some(ns) => Api::<Watched>::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        },
-        wc,
-    );
+    let templates = super::scope::watch(settings, api, wc);
     let inst = Instrument::new(&ctx, CONTROLLER, settings.concurrency);
     let (store, writer) = kube::runtime::reflector::store::<Watched>();
     let templates = inst.objects(templates.default_backoff().reflect(writer).touched_objects());
@@ -100,6 +106,25 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             }
         })
         .await;
+}
+
+/// Why the controller cannot run (`None`: it may list templates, or the answer was another error
+/// the watch retries): the manager's role refuses to list ProxmoxMachineTemplates.
+async fn forbidden(templates: &Api<Watched>) -> Option<String> {
+    match templates
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+    {
+        Err(kube::Error::Api(e)) if e.code == 403 => Some(format!(
+            "ProxmoxMachineTemplate controller turned off: the manager may not list \
+             proxmoxmachinetemplates ({}). It only fills status.capacity for the cluster-autoscaler's \
+             scale from zero; with capmox v0.9's ClusterRole (an image-only swap) that is expected. \
+             Apply capmox-rs's ClusterRole (get/list/watch on proxmoxmachinetemplates, get/patch on \
+             proxmoxmachinetemplates/status) and restart the manager to turn it on",
+            e.message
+        )),
+        _ => None,
+    }
 }
 
 async fn reconcile(watched: Arc<Watched>, tc: Arc<TemplateCtx>) -> Result<Action, TemplateError> {

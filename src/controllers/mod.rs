@@ -18,6 +18,11 @@ use std::future::Future;
 use capmox_api::consts::EVENT_RECORDER_NAME;
 use events::{Recorder, Reporter};
 
+/// What `clusterctl move` puts on the source objects it is about to delete after copying them to
+/// the target (their finalizers stripped): such an object is left alone — its VM, pools and
+/// Secret now belong to the target's objects.
+pub const DELETE_FOR_MOVE_ANNOTATION: &str = "clusterctl.cluster.x-k8s.io/delete-for-move";
+
 /// The event recorder controllers publish with: capmox's `proxmox-controller`, instance = pod name.
 pub fn recorder(client: kube::Client) -> Recorder {
     let reporter = Reporter {

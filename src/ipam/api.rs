@@ -83,6 +83,45 @@ pub async fn ensure_claims(
     Ok(out)
 }
 
+/// Rewrites the owner references of claims an earlier ProxmoxMachine of the same name controlled
+/// (see [`super::Resolution::adopt`]), each with its `resourceVersion` as a precondition; a claim
+/// that changed or went since is left for the next pass. Returns the claims taken over.
+pub async fn adopt_claims(
+    client: &kube::Client,
+    version: IpamApiVersion,
+    namespace: &str,
+    adopt: &[super::Adoption],
+) -> Result<Vec<String>, IpamError> {
+    let v2: Api<v1beta2::IPAddressClaim> = Api::namespaced(client.clone(), namespace);
+    let v1: Api<v1beta1::IPAddressClaim> = Api::namespaced(client.clone(), namespace);
+    let mut done = Vec::new();
+    for a in adopt {
+        let body = serde_json::json!({"metadata": {
+            "ownerReferences": a.owners,
+            "resourceVersion": a.resource_version,
+        }});
+        let patch = kube::api::Patch::Merge(&body);
+        let pp = kube::api::PatchParams::default();
+        let res = match version {
+            IpamApiVersion::V1beta2 => v2.patch(&a.name, &pp, &patch).await.map(|_| ()),
+            IpamApiVersion::V1beta1 => v1.patch(&a.name, &pp, &patch).await.map(|_| ()),
+        };
+        match res {
+            Ok(()) => done.push(a.name.clone()),
+            Err(e) if matches!(status_code(&e), Some(404 | 409)) => {}
+            Err(source) => {
+                return Err(IpamError::Kube {
+                    action: "adopt IPAddressClaim",
+                    namespace: namespace.to_owned(),
+                    name: a.name.clone(),
+                    source: Box::new(source),
+                });
+            }
+        }
+    }
+    Ok(done)
+}
+
 /// [`load`] from watch caches instead of the API: `claim(name)` and `address(name)` return the
 /// cached objects as served (in `version`); objects that do not parse are treated as absent.
 pub fn load_cached(

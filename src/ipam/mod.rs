@@ -31,7 +31,9 @@ use crate::bootstrap::{self, BootstrapError};
 
 mod api;
 
-pub use api::{EnsureOutcome, IpamApiVersion, ensure_claims, load, load_cached, served_ipam_version};
+pub use api::{
+    EnsureOutcome, IpamApiVersion, adopt_claims, ensure_claims, load, load_cached, served_ipam_version,
+};
 
 /// Suffix of every claim name.
 pub const CLAIM_SUFFIX: &str = "inet";
@@ -322,6 +324,11 @@ pub struct Resolution {
     pub orphaned: Vec<String>,
     /// Claims that cannot make progress without the user: `(claim name, actionable message)`.
     pub conflicts: Vec<(String, String)>,
+    /// Claims controlled by an earlier ProxmoxMachine of the same name and namespace (another
+    /// UID: a backup restored, a `clusterctl move` without owner rewrite, a quick re-create).
+    /// They count as the machine's own (with their addresses) and are to be adopted: their
+    /// controller reference rewritten to this machine.
+    pub adopt: Vec<Adoption>,
     /// Fulfilled claims, in desired order.
     pub resolved: Vec<ResolvedAddress>,
 }
@@ -377,6 +384,13 @@ pub fn resolve(
             One::Conflict(m) => out.conflicts.push((d.name.clone(), m)),
             One::Resolved(r) => out.resolved.push(*r),
         }
+        if let Some(c) = claims
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(d.name.as_str()))
+            .filter(|c| stale_owner(c, &d.owner))
+        {
+            out.adopt.push(Adoption::of(c, &d.owner));
+        }
     }
     out
 }
@@ -386,6 +400,62 @@ enum One {
     Pending,
     Conflict(String),
     Resolved(Box<ResolvedAddress>),
+}
+
+/// A claim of an earlier ProxmoxMachine of the same name, to be taken over (see
+/// [`Resolution::adopt`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Adoption {
+    /// The claim.
+    pub name: String,
+    /// Its owner references with the stale controller replaced by the machine.
+    pub owners: Vec<OwnerReference>,
+    /// The claim's `resourceVersion` as read (the rewrite is refused if it changed since).
+    pub resource_version: Option<String>,
+}
+
+// Owner references compare field by field (strings and flags): equality is total.
+impl Eq for Adoption {}
+
+impl Adoption {
+    /// The takeover of `claim` by `owner`: every reference to an earlier ProxmoxMachine of that
+    /// name becomes `owner`.
+    pub fn of(claim: &v1beta2::IPAddressClaim, owner: &OwnerReference) -> Self {
+        let mut owners: Vec<OwnerReference> = Vec::new();
+        for o in claim.owner_references() {
+            let replaced = if names_machine(o, owner) { owner } else { o };
+            if !owners.iter().any(|x| x.uid == replaced.uid) {
+                owners.push(replaced.clone());
+            }
+        }
+        Self {
+            name: claim.name_any(),
+            owners,
+            resource_version: claim.metadata.resource_version.clone(),
+        }
+    }
+}
+
+/// Whether `owner` refers to a ProxmoxMachine named like `machine` (any API version).
+pub fn names_machine(owner: &OwnerReference, machine: &OwnerReference) -> bool {
+    owner.kind == machine.kind
+        && owner.name == machine.name
+        && owner
+            .api_version
+            .split_once('/')
+            .is_some_and(|(g, _)| g == capmox_api::consts::GROUP)
+}
+
+/// Whether `claim` (not being deleted) is controlled by a ProxmoxMachine of `owner`'s name with
+/// another UID. Two ProxmoxMachines of one name cannot exist in a namespace at once, so that
+/// UID is an earlier incarnation's, gone (or going).
+pub fn stale_owner(claim: &v1beta2::IPAddressClaim, owner: &OwnerReference) -> bool {
+    claim.metadata.deletion_timestamp.is_none()
+        && claim
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true))
+            .is_some_and(|o| o.uid != owner.uid && names_machine(o, owner))
 }
 
 fn resolve_one(
@@ -399,11 +469,15 @@ fn resolve_one(
     else {
         return One::Missing;
     };
+    // A claim on its way out (e.g. collected with an earlier owner) is waited for, then made again.
+    if claim.metadata.deletion_timestamp.is_some() {
+        return One::Pending;
+    }
     let controller = claim
         .owner_references()
         .iter()
         .find(|o| o.controller == Some(true));
-    if controller.is_none_or(|o| o.uid != d.owner.uid) {
+    if controller.is_none_or(|o| o.uid != d.owner.uid && !names_machine(o, &d.owner)) {
         let by = controller.map_or_else(
             || "has no controller".to_owned(),
             |o| format!("is controlled by {} {} (uid {})", o.kind, o.name, o.uid),

@@ -404,6 +404,34 @@ fn claim_of_another_owner_conflicts() {
 }
 
 #[test]
+fn claim_of_an_earlier_machine_of_the_same_name_is_adopted_with_its_address() {
+    let d = dual_stack();
+    let (mut claims, addrs) = fulfilled(&d);
+    if let Some(o) = claims[0].metadata.owner_references.as_mut() {
+        o[0].uid = "old-uid".into();
+        o[0].api_version = "infrastructure.cluster.x-k8s.io/v1alpha1".into();
+    }
+    claims[0].metadata.resource_version = Some("42".into());
+    let r = resolve(&d, &claims, &addrs);
+    assert!(r.is_complete(), "{r:?}");
+    assert_eq!(r.resolved[0].address.to_string(), "10.0.0.5");
+    assert_eq!(r.adopt.len(), 1);
+    let a = &r.adopt[0];
+    assert_eq!(a.name, "m1-net0-00-inet");
+    assert_eq!(a.resource_version.as_deref(), Some("42"));
+    assert_eq!(a.owners.len(), 1);
+    assert_eq!(a.owners[0].uid, UID);
+    assert_eq!(a.owners[0].controller, Some(true));
+    // A claim on its way out is waited for, never adopted.
+    claims[0].metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
+    let r = resolve(&d, &claims, &addrs);
+    assert!(r.adopt.is_empty());
+    assert_eq!(r.pending, ["m1-net0-00-inet"]);
+}
+
+#[test]
 fn claim_with_wrong_pool_conflicts() {
     let d = dual_stack();
     let (mut claims, addrs) = fulfilled(&d);

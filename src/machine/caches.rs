@@ -14,9 +14,10 @@ pub trait Caches: Send + Sync {
     fn claim(&self, namespace: &str, name: &str) -> Option<serde_json::Value>;
     /// The IPAddress `name` in `namespace`, as served.
     fn address(&self, namespace: &str, name: &str) -> Option<serde_json::Value>;
-    /// The names of the IPAddressClaims in `namespace` controlled by the ProxmoxMachine with
-    /// `uid` that are not being deleted.
-    fn claims_of(&self, namespace: &str, uid: &str) -> Vec<String>;
+    /// The names of the IPAddressClaims in `namespace` owned by the ProxmoxMachine `name` with
+    /// `uid`, or by an earlier ProxmoxMachine of that name (another UID: restored, moved or
+    /// re-created), that are not being deleted.
+    fn claims_of(&self, namespace: &str, name: &str, uid: &str) -> Vec<String>;
     /// Labels and annotations of the InClusterIPPool `name` in `namespace`.
     fn pool(&self, namespace: &str, name: &str) -> Option<Meta>;
     /// `spec.virtualMachineID` of every ProxmoxMachine of cluster `cluster` in `namespace`

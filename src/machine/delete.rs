@@ -67,7 +67,9 @@ fn claims_api(kube: &kube::Client, version: IpamApiVersion, ns: &str) -> Api<Dyn
 /// Deletes the machine's IPAddressClaims (from the watch cache; one that is gone counts as deleted).
 async fn release_claims(inp: &DeleteInputs<'_>, pm: &ProxmoxMachine) -> Result<(), MachineError> {
     let ns = pm.namespace().unwrap_or_default();
-    let names = inp.caches.claims_of(&ns, &pm.uid().unwrap_or_default());
+    let names = inp
+        .caches
+        .claims_of(&ns, &pm.name_any(), &pm.uid().unwrap_or_default());
     let api = claims_api(inp.kube, inp.ipam_version, &ns);
     for name in &names {
         match api.delete(name, &DeleteParams::default()).await {

@@ -10,6 +10,8 @@
 //! * [`zone`]: the zone a machine lives in and the Proxmox cluster that zone names;
 //! * [`provision`] and [`delete`]: one pass each (CAPI gates, the lifecycle's pass, the mapping
 //!   back), called by the controller;
+//! * [`restore`]: the addresses of a machine that came back from a backup or a move (its VM
+//!   keeps its address; a different one from IPAM is said in a condition);
 //! * [`caches`], [`latest`]: reads from the controller's watch caches, with its own writes.
 
 pub mod adapter;
@@ -22,6 +24,7 @@ pub mod latest;
 pub mod locations;
 pub mod provision;
 pub mod record;
+pub mod restore;
 pub mod spec;
 pub mod zone;
 

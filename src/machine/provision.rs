@@ -29,6 +29,8 @@ pub struct PassOutcome {
     pub next: Next,
     /// A Warning event to record: `(reason, message)`.
     pub warning: Option<(String, String)>,
+    /// Normal events to record: `(reason, message)`.
+    pub notices: Vec<(String, String)>,
     /// The step's error (already reflected in the condition message).
     pub error: Option<MachineError>,
 }
@@ -90,6 +92,7 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
             step: None,
             next: Next::Watch,
             warning: None,
+            notices: Vec::new(),
             error: None,
         });
     }
@@ -113,24 +116,84 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
     let out =
         crate::vm::pass::provision(inp.view, &owner, inp.settings, &spec, &adapter, before.clone()).await?;
     let resolution = adapter.resolution();
+    let mut notices = Vec::new();
+    if let Some(taken) = adopt_claims(inp, pm, resolution.as_ref()).await? {
+        notices.push(taken);
+    }
+    if let (Step::Adopt { .. }, Some(vmid)) = (&out.step, out.record.vmid) {
+        notices.push((
+            capmox_api::consts::EVENT_RECOVERED_IP_ADDRESS_STATUS.to_owned(),
+            format!(
+                "adopted VM {vmid}: it ran with this machine's bootstrap data; status rebuilt from the \
+                 VM and the IP address claims without writing to the VM"
+            ),
+        ));
+    }
     record::apply(pm, &before, &out.record);
     if let Some(p) = &out.provisioned {
         provisioned(pm, p, resolution.as_ref());
     }
-    let addresses = out
+    let ready = out
         .addresses
         .as_ref()
-        .filter(|a| a.facts == AddressFacts::Ready)
-        .and(resolution.as_ref());
+        .is_some_and(|a| a.facts == AddressFacts::Ready);
+    // A VM that ran with the machine's data keeps the address it was configured with.
+    let ran = out.record.bootstrap_delivered || out.record.provisioned;
+    let mismatch = match (&resolution, &out.vm_tags) {
+        (Some(r), Some(tags)) if ready && ran => super::restore::vm_addresses(r, tags),
+        _ => None,
+    };
+    let addresses = match &mismatch {
+        Some((shown, _)) => Some(shown),
+        None => resolution.as_ref().filter(|_| ready),
+    };
     let phase = out.step.phase();
     show(pm, Shown::Phase(phase), &out.report, addresses, out.power);
+    let mut warning = out.report.warning.map(|(r, m)| (record::reason(r).to_owned(), m));
+    // Said once the addresses were compared (a pass that did not look keeps what was said).
+    if ready && out.vm_tags.is_some() {
+        let message = mismatch.as_ref().map(|(_, m)| m.as_str());
+        if super::restore::show_mismatch(pm, message)
+            && let Some(m) = message
+        {
+            warning.get_or_insert_with(|| (super::restore::ADDRESS_MISMATCH_REASON.to_owned(), m.to_owned()));
+        }
+    }
     Ok(PassOutcome {
         step: Some(out.step),
         next: out.next,
-        warning: out.report.warning.map(|(r, m)| (record::reason(r).to_owned(), m)),
+        warning,
+        notices,
         error: out.error,
     })
 }
+
+/// Takes over the claims an earlier ProxmoxMachine of this name controlled (their addresses are
+/// the machine's): a Normal event naming them, `None` when there were none.
+async fn adopt_claims(
+    inp: &PassInputs<'_>,
+    pm: &ProxmoxMachine,
+    resolution: Option<&ipam::Resolution>,
+) -> Result<Option<(String, String)>, MachineError> {
+    let Some(r) = resolution.filter(|r| !r.adopt.is_empty()) else {
+        return Ok(None);
+    };
+    let ns = pm.namespace().unwrap_or_default();
+    let taken = ipam::adopt_claims(inp.kube, inp.ipam_version, &ns, &r.adopt).await?;
+    Ok((!taken.is_empty()).then(|| {
+        (
+            ADOPTED_CLAIMS_REASON.to_owned(),
+            format!(
+                "took over IPAddressClaim(s) {} (with their addresses) from an earlier ProxmoxMachine {}",
+                taken.join(", "),
+                pm.name_any()
+            ),
+        )
+    }))
+}
+
+/// Reason of the Normal event of claims taken over from an earlier ProxmoxMachine of this name.
+pub const ADOPTED_CLAIMS_REASON: &str = "AdoptedIPAddressClaims";
 
 /// The machine became provisioned: its provider ID (`proxmox://<SMBIOS UUID>`), the zone label,
 /// and with DHCP/SLAAC NICs its addresses (static default-pool ones and the learnt ones).

@@ -79,7 +79,16 @@ pub fn record_of(pm: &ProxmoxMachine) -> VmRecord {
         provisioned: st.initialization.as_ref().and_then(|i| i.provisioned) == Some(true),
         failed_terminally,
         operation: Default::default(),
+        identity: identity(pm),
     }
+}
+
+/// The SMBIOS UUID `spec.providerID` names (`proxmox://<uuid>`; `None` for anything else): the
+/// machine's VM existed, whatever its status says (spec survives a restore and a move).
+pub fn identity(pm: &ProxmoxMachine) -> Option<String> {
+    let id = pm.spec.provider_id.as_deref()?;
+    let uuid = id.strip_prefix(capmox_api::consts::PROVIDER_ID_PREFIX)?;
+    crate::proxmox::types::smbios1_uuid(&format!("uuid={uuid}")).filter(|u| u.eq_ignore_ascii_case(uuid))
 }
 
 /// Writes what changed between `before` and `after` into `pm`'s working copy.

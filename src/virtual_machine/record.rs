@@ -51,6 +51,9 @@ pub fn record_of(pvm: &ProxmoxVirtualMachine) -> VmRecord {
         ha: st.ha_resource.as_ref().map(ha_resource),
         provisioned: st.provisioned == Some(true),
         failed_terminally: st.failed == Some(true),
+        // No SMBIOS UUID is kept in a ProxmoxVirtualMachine's status (yet): a VM lost after a
+        // restore without status is re-created, not reported lost.
+        identity: None,
         operation: OpRecord {
             restarted: st.restarted_at,
             power_request: st.power_request,

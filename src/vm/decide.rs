@@ -16,6 +16,10 @@
 //!   → PowerOn → (task) → ApplyHa (with HA wanted) → CheckGuest (→ provisioned)
 //!   → RemoveBootstrapIso (once the bootstrap data was consumed) → Idle
 //! ```
+//!
+//! A record that lost its progress behind a VM that ran with the owner's data (a restore, a
+//! `clusterctl move`) goes ObtainAddresses → Adopt → CheckGuest, or straight to provisioned once
+//! the data was consumed, without a write to the VM; a recorded identity with no VM fails.
 
 use std::time::Duration;
 
@@ -87,6 +91,8 @@ pub struct Facts {
     pub ha: Option<HaWish>,
     /// The HA resource recorded as applied.
     pub ha_applied: Option<HaResource>,
+    /// The VM's SMBIOS UUID as the owner recorded it ([`super::VmRecord::identity`]).
+    pub identity: Option<String>,
 }
 
 /// Why a VM cannot make progress (or, for a warning, what happened): the lifecycle's own reasons,
@@ -211,6 +217,13 @@ pub enum Step {
     CheckGuest,
     /// The bootstrap data was consumed: detach and delete the bootstrap ISO and drop the tag.
     RemoveBootstrapIso,
+    /// The record lost what the VM shows was done (the owner came back from a backup or a
+    /// `clusterctl move` without its status): the VM ran with the owner's bootstrap data, and
+    /// with `provisioned` the data was consumed too. Recorded without writing to the VM.
+    Adopt {
+        /// The VM counts as provisioned (else the guest is checked next, as after a delivery).
+        provisioned: bool,
+    },
     /// Nothing to do until something changes.
     Idle,
     /// The VM cannot make progress.
@@ -245,6 +258,8 @@ impl Step {
             Self::PowerOn | Self::Resume => Phase::PoweringOn,
             Self::CheckGuest => Phase::WaitingForGuest,
             Self::RemoveBootstrapIso | Self::Idle => Phase::Provisioned,
+            Self::Adopt { provisioned: true } => Phase::Provisioned,
+            Self::Adopt { provisioned: false } => return None,
         })
     }
 
@@ -265,6 +280,7 @@ impl Step {
                         | super::operate::OpStep::ReadGuest
                         | super::operate::OpStep::ReadPending
                 )
+                | Self::Adopt { .. }
         )
     }
 
@@ -309,10 +325,11 @@ pub fn decide(f: &Facts) -> Step {
     }
     let vm = match &f.vm {
         VmPresence::NotReserved => return Step::ReserveVm,
-        VmPresence::Missing if f.bootstrap_delivered || f.provisioned => {
+        // Delivered, provisioned or identified (survives a restore): never silently cloned again.
+        VmPresence::Missing if f.bootstrap_delivered || f.provisioned || f.identity.is_some() => {
             return Step::Fail(Failure {
                 reason: Reason::VmFailed,
-                message: "the VM of this machine no longer exists in Proxmox".to_owned(),
+                message: VM_GONE.to_owned(),
                 retry_after: None,
             });
         }
@@ -335,6 +352,9 @@ pub fn decide(f: &Facts) -> Step {
     if let Some(lock) = vm.config.lock.as_deref().filter(|l| !l.is_empty()) {
         return Step::WaitForUnlock(lock.to_owned());
     }
+    if let Some(step) = adopt_step(f, vm) {
+        return step;
+    }
     // HA takes over a VM once it has run with our bootstrap data, and follows spec changes.
     if (f.provisioned || (f.bootstrap_delivered && vm.power != Power::Stopped))
         && let Some(step) = ha_step(f, vm.vmid)
@@ -342,6 +362,11 @@ pub fn decide(f: &Facts) -> Step {
         return step;
     }
     if f.provisioned {
+        // Addresses lost behind a provisioned VM (e.g. claims collected after a restore) are asked
+        // for again: no write to the VM, whatever the owner gets.
+        if f.addresses == AddressFacts::Missing {
+            return Step::ObtainAddresses;
+        }
         return if f.bootstrap_consumed && f.bootstrap_iso_attached {
             Step::RemoveBootstrapIso
         } else {
@@ -396,6 +421,50 @@ pub fn decide(f: &Facts) -> Step {
             _ => Step::WaitForAddresses,
         },
     }
+}
+
+/// The failure message of a VM that is gone (capmox's words).
+pub const VM_GONE: &str = "the VM of this machine no longer exists in Proxmox";
+
+/// The step for a VM whose record says nothing was delivered (nor provisioned) although the VM shows it ran with
+/// the owner's bootstrap data (`None`: it did not; the normal flow goes on). That is a record lost
+/// behind a live VM — a backup restored without status, a `clusterctl move` — and the VM is
+/// adopted, never shaped, re-delivered or started: its bootstrap ISO is attached (ide0 names its
+/// file), or it runs and its SMBIOS UUID is the recorded identity, or its data was consumed (a
+/// node joined). The owner's addresses come first (they touch no VM), then [`Step::Adopt`]. A VM
+/// whose UUID is not the recorded identity is not the owner's VM.
+fn adopt_step(f: &Facts, vm: &VmFacts) -> Option<Step> {
+    if f.provisioned || f.bootstrap_delivered {
+        return None;
+    }
+    let identified = match (f.identity.as_deref(), vm.config.smbios_uuid.as_deref()) {
+        (Some(id), Some(uuid)) if !id.eq_ignore_ascii_case(uuid) => {
+            return Some(Step::Fail(Failure {
+                reason: Reason::VmFailed,
+                message: format!(
+                    "{VM_GONE}: VM {} has SMBIOS UUID {uuid}, the recorded provider ID names {id}",
+                    vm.vmid
+                ),
+                retry_after: None,
+            }));
+        }
+        (Some(_), Some(_)) => true,
+        _ => false,
+    };
+    let iso_file = crate::bootstrap::iso_file_name(u64::from(vm.vmid));
+    let iso_attached = vm.config.ide0.as_deref().is_some_and(|v| v.contains(&iso_file));
+    let ran = iso_attached || (identified && vm.power != Power::Stopped) || f.bootstrap_consumed;
+    if !ran {
+        return None;
+    }
+    Some(match &f.addresses {
+        AddressFacts::NotChecked | AddressFacts::Missing => Step::ObtainAddresses,
+        AddressFacts::Pending => Step::WaitForAddresses,
+        AddressFacts::Conflict(message) => Step::AddressConflict(message.clone()),
+        AddressFacts::Ready => Step::Adopt {
+            provisioned: f.bootstrap_consumed,
+        },
+    })
 }
 
 /// The HA step that brings Proxmox to the wanted HA resource (`None`: it is there).

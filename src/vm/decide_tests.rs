@@ -70,6 +70,7 @@ fn facts() -> Facts {
         bootstrap_iso_attached: false,
         ha: None,
         ha_applied: None,
+        identity: None,
     }
 }
 
@@ -263,6 +264,134 @@ fn provisioned_vm_reports_a_vanished_vm() {
             ..
         })
     ));
+}
+
+/// The identity a machine records for its VM (`proxmox://<uuid>` → `<uuid>`).
+const UUID: &str = "3f0c5b8e-2a6d-4c1e-9b7a-0d5e6f7a8b9c";
+
+/// A VM that ran with our data: shaped, tagged, its SMBIOS UUID [`UUID`].
+fn identified_config() -> VmConfig {
+    let mut cfg = shaped_config();
+    cfg.smbios_uuid = Some(UUID.into());
+    cfg
+}
+
+#[test]
+fn a_lost_record_with_an_identity_and_no_vm_fails_instead_of_cloning() {
+    let mut f = facts();
+    f.vm = VmPresence::Missing;
+    assert_eq!(
+        decide(&f),
+        Step::CloneVm,
+        "no identity: the clone is still to be made"
+    );
+    f.identity = Some(UUID.into());
+    let Step::Fail(fail) = decide(&f) else {
+        panic!("expected failure, got {:?}", decide(&f))
+    };
+    assert_eq!(fail.reason, Reason::VmFailed);
+    assert_eq!(fail.retry_after, None, "terminal: the owner is replaced");
+    assert!(fail.message.contains("no longer exists"), "{}", fail.message);
+}
+
+#[test]
+fn a_running_identified_vm_is_adopted_without_a_write_then_checked() {
+    let mut f = facts();
+    f.identity = Some(UUID.into());
+    f.vm = vm(Power::Running, identified_config());
+    // Addresses first (no VM write), then the adoption; never a delivery or a config write.
+    assert_eq!(decide(&f), Step::ObtainAddresses);
+    f.addresses = AddressFacts::Pending;
+    assert_eq!(decide(&f), Step::WaitForAddresses);
+    f.addresses = AddressFacts::Conflict("claim of someone else".into());
+    assert_eq!(decide(&f), Step::AddressConflict("claim of someone else".into()));
+    f.addresses = resolved();
+    let step = decide(&f);
+    assert_eq!(step, Step::Adopt { provisioned: false });
+    assert!(!step.writes_to_proxmox());
+    assert!(step.record_can_wait());
+    // Recorded: the guest is checked as after a delivery.
+    f.bootstrap_delivered = true;
+    assert_eq!(decide(&f), Step::CheckGuest);
+}
+
+#[test]
+fn a_consumed_vm_is_adopted_as_provisioned_even_when_stopped() {
+    let mut f = facts();
+    f.identity = Some(UUID.into());
+    f.bootstrap_consumed = true;
+    f.addresses = resolved();
+    for power in [Power::Running, Power::Stopped] {
+        f.vm = vm(power, identified_config());
+        let step = decide(&f);
+        assert_eq!(step, Step::Adopt { provisioned: true }, "{power:?}");
+        assert_eq!(step.phase(), Some(Phase::Provisioned));
+    }
+    // Consumed without a recorded identity (only the node's join says so) counts too.
+    f.identity = None;
+    assert_eq!(decide(&f), Step::Adopt { provisioned: true });
+    f.provisioned = true;
+    f.bootstrap_delivered = true;
+    assert_eq!(decide(&f), Step::Idle, "a stopped provisioned VM stays stopped");
+}
+
+#[test]
+fn an_attached_bootstrap_iso_shows_a_delivery_the_record_lost() {
+    let mut f = facts();
+    let mut cfg = shaped_config();
+    cfg.ide0 = Some("local:iso/user-data-200.iso,media=cdrom".into());
+    f.vm = vm(Power::Stopped, cfg.clone());
+    f.addresses = resolved();
+    assert_eq!(decide(&f), Step::Adopt { provisioned: false });
+    f.bootstrap_delivered = true;
+    assert_eq!(decide(&f), Step::PowerOn, "then started as after a delivery");
+    // The tag alone (a template may carry it) is no proof.
+    let mut cfg = shaped_config();
+    cfg.tags.push(crate::bootstrap::CLOUD_INIT_TAG.into());
+    f.bootstrap_delivered = false;
+    f.vm = vm(Power::Stopped, cfg);
+    assert_eq!(decide(&f), Step::DeliverBootstrapData);
+}
+
+#[test]
+fn a_stopped_identified_vm_without_proof_goes_the_normal_way() {
+    // capmox records the provider ID right after the clone: a stopped VM without our ISO is
+    // still to be bootstrapped.
+    let mut f = facts();
+    f.identity = Some(UUID.into());
+    f.vm = vm(Power::Stopped, identified_config());
+    f.addresses = resolved();
+    assert_eq!(decide(&f), Step::DeliverBootstrapData);
+}
+
+#[test]
+fn a_vm_with_another_uuid_than_the_identity_is_not_ours() {
+    let mut f = facts();
+    f.identity = Some("00000000-0000-4000-8000-000000000001".into());
+    f.vm = vm(Power::Running, identified_config());
+    f.addresses = resolved();
+    let Step::Fail(fail) = decide(&f) else {
+        panic!("expected failure, got {:?}", decide(&f))
+    };
+    assert!(fail.message.contains(UUID), "{}", fail.message);
+    assert_eq!(fail.retry_after, None);
+    // Upper-case spellings are the same UUID.
+    f.identity = Some(UUID.to_uppercase());
+    assert_eq!(decide(&f), Step::Adopt { provisioned: false });
+}
+
+#[test]
+fn a_provisioned_vm_asks_again_for_addresses_it_lost() {
+    let mut f = facts();
+    f.provisioned = true;
+    f.bootstrap_delivered = true;
+    f.vm = vm(Power::Running, identified_config());
+    f.addresses = AddressFacts::Missing;
+    assert_eq!(decide(&f), Step::ObtainAddresses);
+    f.addresses = AddressFacts::Pending;
+    assert_eq!(decide(&f), Step::Idle, "no waiting: the VM is provisioned");
+    f.addresses = AddressFacts::NotChecked;
+    assert_eq!(decide(&f), Step::Idle);
 }
 
 fn delete_facts() -> DeleteFacts {

@@ -17,7 +17,8 @@
 //!
 //! **How a kind uses it.** A controller of a kind that owns VMs maps its object to a [`VmSpec`]
 //! (template, clone options, placement, hardware, guest checks, HA) and a [`VmRecord`] (the VMID,
-//! node, task, retry time, bootstrap delivery and HA it persisted), implements [`Adapter`] (its
+//! node, task, retry time, bootstrap delivery and HA it persisted, and the VM's identity — its
+//! SMBIOS UUID, kept where it survives a restore), implements [`Adapter`] (its
 //! addresses, its bootstrap data, where its siblings live), and runs [`pass::provision`] — or
 //! [`pass::delete`] while the object is being deleted — with the [`crate::proxmox::view::ProxmoxView`]
 //! of its Proxmox cluster and an [`Owner`](crate::proxmox::view::Owner) key naming the object. It

@@ -36,6 +36,9 @@ pub struct Outcome<E> {
     pub provisioned: Option<Provisioned>,
     /// What the guest agent told about the running guest (an operation's guest read).
     pub guest: Option<super::operate::GuestFacts>,
+    /// The VM's tags as observed (`None`: not looked at): what it was configured with, e.g. its
+    /// address tags.
+    pub vm_tags: Option<Vec<String>>,
 }
 
 /// How old the shared list may be for this pass. Provisioned VMs are only looked at by the
@@ -101,8 +104,11 @@ pub async fn provision<A: Adapter>(
                 .is_some_and(|op| record.provisioned && operate::needs_config(op, &record.operation));
         observe::look(view, &spec.name, vmid, fresh, need_config).await?
     };
+    // A provisioned VM's addresses are looked at too (from the owner's caches), so that lost ones
+    // are asked for again; there an owner that cannot tell (e.g. a zone gone since) is no error.
     let addresses = match &vm {
         VmPresence::Ours(_) if !record.provisioned => Some(adapter.addresses()?),
+        VmPresence::Ours(_) => adapter.addresses().ok(),
         _ => None,
     };
     let vm_facts = match &vm {
@@ -131,6 +137,7 @@ pub async fn provision<A: Adapter>(
         vm: vm.clone(),
         ha: spec.ha.clone(),
         ha_applied: record.ha.clone(),
+        identity: record.identity.clone(),
     };
     let step = match &spec.refusal {
         Some(f) if !record.provisioned => Step::Fail(f.clone()),
@@ -188,5 +195,6 @@ pub async fn provision<A: Adapter>(
         addresses,
         provisioned: result.provisioned,
         guest: result.guest,
+        vm_tags: vm_facts.map(|v| v.config.tags.clone()),
     })
 }

@@ -111,6 +111,11 @@ pub struct VmRecord {
     pub failed_terminally: bool,
     /// What was done in operating the VM (owners with an [`VmSpec::operation`]).
     pub operation: super::operate::OpRecord,
+    /// The VM's SMBIOS UUID as the owner recorded it once the VM existed (e.g. a provider ID).
+    /// It survives where the rest of the record may not (a backup restored without status, a
+    /// `clusterctl move`): with an identity and no VM the VM was lost, never still to be made,
+    /// and a VM at the VMID with another UUID is not this owner's.
+    pub identity: Option<String>,
 }
 
 impl VmRecord {

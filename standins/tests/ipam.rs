@@ -12,7 +12,24 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Resource, ResourceExt};
 use support::{NS, wait_for};
 
+/// The Cluster `c1` the test claims are linked to (as CAIP, the stand-in holds claims whose
+/// Cluster is missing or paused); nothing where the API server serves no Cluster API v1beta2.
+async fn ensure_cluster(client: &kube::Client, paused: bool) {
+    let mut c = capmox_standins::capi::cluster(NS, "c1", "c1");
+    c.spec.paused = Some(paused);
+    match Api::<capmox_api::capi::v1beta2::Cluster>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &c)
+        .await
+    {
+        // 409: created by an earlier call; 404: no `cluster.x-k8s.io/v1beta2` served.
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {}
+        Err(e) => panic!("creating Cluster c1: {e}"),
+    }
+}
+
 async fn create_pool(client: &kube::Client, name: &str, addresses: &[&str]) -> InClusterIPPool {
+    ensure_cluster(client, false).await;
     let mut pool = InClusterIPPool::new(
         name,
         InClusterIPPoolSpec {
@@ -279,5 +296,68 @@ async fn claims_are_served_in_v1beta1_when_no_v1beta2_is_served() {
         }
     })
     .await;
+    ipam.stop().await;
+}
+
+/// As CAIP: a claim whose Cluster is paused (what `clusterctl move` leaves the target's objects
+/// in while it creates them, claims before their addresses) or missing waits; unpausing the
+/// Cluster lets it go on.
+#[tokio::test]
+async fn claims_of_a_paused_or_missing_cluster_wait() {
+    let env = support::start(false).await;
+    let ipam = InClusterIpamStandIn::spawn(env.client.clone(), None);
+    ensure_cluster(&env.client, true).await;
+    create_pool(&env.client, "p", &["10.5.0.1-10.5.0.3"]).await;
+    let claims = Api::<IPAddressClaim>::namespaced(env.client.clone(), NS);
+    create_claim(&env.client, "m1-net0-00-inet", "p").await;
+    create_claim(&env.client, "m2-net0-00-inet", "p").await;
+    let elsewhere = serde_json::json!({"spec": {"clusterName": "nowhere"},
+        "metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "nowhere"}}});
+    claims
+        .patch(
+            "m2-net0-00-inet",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&elsewhere),
+        )
+        .await
+        .unwrap();
+    // A claim of no Cluster, created after them, is served: the stand-in handles one claim at
+    // a time, so the held ones were looked at before it (or not yet at all).
+    let mut free = IPAddressClaim::new(
+        "free",
+        IPAddressClaimSpec {
+            cluster_name: None,
+            pool_ref: IpPoolReference {
+                api_group: "ipam.cluster.x-k8s.io".into(),
+                kind: "InClusterIPPool".into(),
+                name: "p".into(),
+            },
+        },
+    );
+    free.metadata.namespace = Some(NS.into());
+    claims.create(&PostParams::default(), &free).await.unwrap();
+    assert_eq!(address_of(&env.client, "free").await.spec.address, "10.5.0.2");
+    for name in ["m1-net0-00-inet", "m2-net0-00-inet"] {
+        let held = claims.get(name).await.unwrap();
+        // The finalizer is the first thing a handled claim gets.
+        assert!(held.finalizers().is_empty() && held.status.is_none(), "{held:?}");
+    }
+    Api::<capmox_api::capi::v1beta2::Cluster>::namespaced(env.client.clone(), NS)
+        .patch(
+            "c1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"paused": false}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        address_of(&env.client, "m1-net0-00-inet").await.spec.address,
+        "10.5.0.3"
+    );
+    let orphan = claims.get("m2-net0-00-inet").await.unwrap();
+    assert!(
+        orphan.status.is_none(),
+        "a claim of a missing Cluster waits: {orphan:?}"
+    );
     ipam.stop().await;
 }

@@ -5,6 +5,7 @@
 pub mod capi;
 pub mod checks;
 pub mod kamaji;
+pub mod moving;
 pub mod objects;
 pub mod provider;
 pub mod rig;

@@ -134,3 +134,63 @@ impl Rig {
         eprintln!("{tag}: passed in {:.1} s", self.started.elapsed().as_secs_f64());
     }
 }
+
+/// A second management cluster beside a rig's, managing the same Proxmox (the rig's pve-sim):
+/// its own real kube-apiserver, the CAPI core manager, CAPI's and our CRDs and webhooks, our
+/// manager and the IPAM stand-in — what `clusterctl move` moves to.
+pub struct Target {
+    /// The control plane.
+    pub env: TestEnv,
+    /// Its client.
+    pub client: kube::Client,
+    /// Its CAPI core manager.
+    pub capi_manager: CapiManager,
+    /// Its capmox manager.
+    pub capmox: Provider,
+    /// Its IPAM stand-in.
+    pub ipam: StandInHandle,
+}
+
+impl Target {
+    /// Stops the stand-in and the processes.
+    pub async fn stop(self) {
+        self.ipam.stop().await;
+        drop(self.capmox);
+        drop(self.capi_manager);
+    }
+}
+
+impl Rig {
+    /// Starts a [`Target`] for `capi` on this rig's pve-sim, with our webhooks, its logs in
+    /// `<logs>/target/`.
+    pub async fn start_target(&self, capi: Capi) -> Target {
+        let assets = capi::assets(&shared_dir(), capi).expect("the CAPI assets the rig started with");
+        let logs = self.logs.path().join("target");
+        std::fs::create_dir_all(&logs).unwrap();
+        let cert_dir = self.logs.path().join("certs");
+        let env = TestEnv::start().await.unwrap();
+        let client = env.client();
+        env.install_crds_from_path(&shared_dir().join("compat/ipam-in-cluster"))
+            .await
+            .unwrap();
+        let capi_port = free_port();
+        let capi_url = format!("https://127.0.0.1:{capi_port}");
+        capi::install_crds(&env, &assets, &capi_url, &self.certs.ca_pem).await;
+        let capi_manager = capi::start(&env, &assets, capi_port, &cert_dir, &logs).await;
+        capi::register_webhooks(&client, &assets, capi, &capi_manager.base_url, &self.certs.ca_pem).await;
+        let port = free_port();
+        let url = format!("https://127.0.0.1:{port}");
+        provider::install_crds(&env, Some(&url), &self.certs.ca_pem).await;
+        let capmox = provider::start(&env, &self.sim, port, Some(cert_dir.as_path()), &logs).await;
+        provider::register_admission(&client, &url, &self.certs.ca_pem).await;
+        crate::webhook_support::wait_effective(&client).await;
+        let ipam = InClusterIpamStandIn::spawn(client.clone(), None);
+        Target {
+            env,
+            client,
+            capi_manager,
+            capmox,
+            ipam,
+        }
+    }
+}

@@ -467,7 +467,7 @@ async fn errors_outside_steps_are_conditions_and_warning_events() {
         h.pms().get_opt("oe-m").await.unwrap().is_none().then_some(())
     })
     .await;
-    let (vms, isos, claims) = h.leftovers().await;
+    let (vms, isos, claims) = h.settled_leftovers().await;
     assert!(
         vms.is_empty() && isos.is_empty() && claims == 0,
         "{vms:?} {isos:?} {claims}"

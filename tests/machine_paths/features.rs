@@ -125,7 +125,7 @@ async fn dhcp_nodes_are_ready_once_the_guest_has_an_address() {
     for name in ["dhcp-capmox", "dhcp-v2"] {
         h.delete_machine(name, 60).await;
     }
-    let (vms, isos, ipam) = h.leftovers().await;
+    let (vms, isos, ipam) = h.settled_leftovers().await;
     assert!(
         vms.is_empty() && isos.is_empty() && ipam == 0,
         "{vms:?} {isos:?} {ipam}"
@@ -212,7 +212,7 @@ async fn failure_domains_spread_control_planes_over_zone_nodes() {
     for name in ["cp-1", "cp-2", "cp-3", "cp-x"] {
         h.delete_machine(name, 60).await;
     }
-    let (vms, isos, ipam) = h.leftovers().await;
+    let (vms, isos, ipam) = h.settled_leftovers().await;
     assert!(
         vms.is_empty() && isos.is_empty() && ipam == 0,
         "{vms:?} {isos:?} {ipam}"
@@ -333,7 +333,7 @@ async fn a_token_that_cannot_read_the_cluster_name_provisions_without_region() {
     });
     h.wait_provisioned("no-region", 90).await;
     h.delete_machine("no-region", 60).await;
-    let (vms, isos, ipam) = h.leftovers().await;
+    let (vms, isos, ipam) = h.settled_leftovers().await;
     assert!(
         vms.is_empty() && isos.is_empty() && ipam == 0,
         "{vms:?} {isos:?} {ipam}"

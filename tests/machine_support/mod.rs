@@ -22,6 +22,8 @@ use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use testenv::{TestEnv, TestEnvOptions};
 
+pub mod restore;
+
 /// Namespace every test object lives in.
 pub const NS: &str = "machines";
 
@@ -105,6 +107,19 @@ impl Harness {
         Self::start_inner(sim_config, settings, true).await
     }
 
+    /// Like [`Harness::start`], but without the in-tree server's garbage collector, as the real
+    /// kube-apiserver runs (no kube-controller-manager): a test plays the collector itself where
+    /// it wants its effect, so it behaves the same in both modes.
+    pub async fn start_without_gc() -> Self {
+        Self::start_opts(
+            pve_sim::SimConfig::default(),
+            fast_machine_settings(),
+            true,
+            false,
+        )
+        .await
+    }
+
     /// Like [`Harness::start_with`], but without global Proxmox credentials: every ProxmoxCluster
     /// needs a `credentialsRef` Secret (see [`Harness::create_credentials_secret`]).
     pub async fn start_with_secret_credentials(
@@ -119,6 +134,15 @@ impl Harness {
         settings: MachineSettings,
         global_credentials: bool,
     ) -> Self {
+        Self::start_opts(sim_config, settings, global_credentials, true).await
+    }
+
+    async fn start_opts(
+        sim_config: pve_sim::SimConfig,
+        settings: MachineSettings,
+        global_credentials: bool,
+        garbage_collector: bool,
+    ) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         // `CAPMOX_TEST_LOG=capmox=debug` shows the controllers' logs of a failing test.
         if let Ok(filter) = std::env::var("CAPMOX_TEST_LOG") {
@@ -128,7 +152,7 @@ impl Harness {
                 .try_init();
         }
         let mut opts = TestEnvOptions::default();
-        opts.server.garbage_collector = true;
+        opts.server.garbage_collector = garbage_collector;
         let env = TestEnv::start_with(opts).await.expect("control plane starts");
         let client = env.client();
         let mut crds = capmox_api::crd::all().unwrap();
@@ -421,6 +445,21 @@ impl Harness {
             }
         })
         .await;
+    }
+
+    /// What is left once deletion has settled: [`Self::leftovers`] again until nothing is left or
+    /// 30 s passed. A deleted machine is gone before its IPAddressClaims are: each carries the IPAM
+    /// provider's finalizer until the provider releases its address.
+    pub async fn settled_leftovers(&self) -> (Vec<u32>, Vec<String>, usize) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = self.leftovers().await;
+            let clean = left.0.is_empty() && left.1.is_empty() && left.2 == 0;
+            if clean || std::time::Instant::now() > deadline {
+                return left;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// VMs (non-template), ISO files and IPAM objects left behind.

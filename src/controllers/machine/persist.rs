@@ -42,7 +42,37 @@ pub(super) async fn persist(
     new: &ProxmoxMachine,
 ) -> Result<Arc<ProxmoxMachine>, MachineError> {
     let after_meta = persist_meta(mc, old, new).await?;
+    if let Some((was, now)) = own_generation(old, new, &after_meta) {
+        let mut stamped = new.clone();
+        restamp(&mut stamped, was, now);
+        return persist_status(mc, &after_meta, &stamped).await;
+    }
     persist_status(mc, &after_meta, new).await
+}
+
+/// When this controller's own spec patch (`virtualMachineID`, `providerID`: what `work` changed
+/// against `before`) raised the generation by one to `after`'s: `(was, now)`. The conditions
+/// `work` computed for `was` describe `now` — the spec they were computed with is the one written.
+pub(super) fn own_generation(
+    before: &ProxmoxMachine,
+    work: &ProxmoxMachine,
+    after: &ProxmoxMachine,
+) -> Option<(i64, i64)> {
+    let ours = before.spec.virtual_machine_id != work.spec.virtual_machine_id
+        || before.spec.provider_id != work.spec.provider_id;
+    let (was, now) = (before.metadata.generation?, after.metadata.generation?);
+    (ours && now == was + 1).then_some((was, now))
+}
+
+/// Moves `pm` and the conditions it stamped with generation `was` to generation `now`.
+pub(super) fn restamp(pm: &mut ProxmoxMachine, was: i64, now: i64) {
+    pm.metadata.generation = Some(now);
+    let conditions = pm.status.as_mut().and_then(|s| s.conditions.as_mut());
+    for c in conditions.into_iter().flatten() {
+        if c.observed_generation == Some(was) {
+            c.observed_generation = Some(now);
+        }
+    }
 }
 
 /// Patches labels, finalizers, `spec.virtualMachineID` and `spec.providerID` when they changed.

@@ -15,7 +15,9 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 
 use super::clients::{proxmox_client, recorded_credentials, rotation_secret};
-use super::persist::{persist, persist_meta, persist_status, publish, record_phase, set_paused};
+use super::persist::{
+    own_generation, persist, persist_meta, persist_status, publish, record_phase, restamp, set_paused,
+};
 use super::{CONTROLLER, MachineCtx, Watched, key_of};
 use crate::cluster;
 use crate::context::Context;
@@ -135,6 +137,14 @@ async fn reconcile_inner(cached: Arc<ProxmoxMachine>, mc: &Arc<MachineCtx>) -> R
     };
     // One line per pass; the kube-runtime span around it names what triggered the pass.
     tracing::debug!(object = %key_of(pm.as_ref()), "proxmoxmachine pass");
+    // clusterctl moved it: the target's copy owns the VM now; never touch or delete it from here.
+    if pm
+        .annotations()
+        .contains_key(crate::controllers::DELETE_FOR_MOVE_ANNOTATION)
+    {
+        tracing::debug!(object = %key_of(pm.as_ref()), "moved by clusterctl; leaving the source object alone");
+        return Ok(Action::await_change());
+    }
     let deleting = pm.metadata.deletion_timestamp.is_some();
     let has_finalizer = pm.finalizers().iter().any(|f| f == MACHINE_FINALIZER);
     if deleting && !has_finalizer {
@@ -280,13 +290,21 @@ async fn provision_passes(
         let go_on = outcome.next == Next::Now && pass < MAX_CHAINED_PASSES && outcome.error.is_none();
         // Metadata and spec (a reserved VMID) now; with `go_on`, the status with the next step's.
         pm = if go_on && outcome.status_can_wait() {
-            persist_meta(mc, &pm, &work).await?
+            let after = persist_meta(mc, &pm, &work).await?;
+            // The status written with the next step's describes the spec just written.
+            if let Some((was, now)) = own_generation(&pm, &work, &after) {
+                restamp(&mut work, was, now);
+            }
+            after
         } else {
             persist(mc, &pm, &work).await?
         };
         view.arm(&owner_of(&pm));
         if let Some((reason, note)) = &outcome.warning {
             publish(&mc.recorder, &pm, true, reason, note.clone()).await;
+        }
+        for (reason, note) in &outcome.notices {
+            publish(&mc.recorder, &pm, false, reason, note.clone()).await;
         }
         if go_on && outcome.status_can_wait() {
             continue;

@@ -128,16 +128,17 @@ impl Caches for Stores {
         dyn_get(&self.addresses, &self.address_ar, namespace, name).and_then(|o| as_value(&o))
     }
 
-    fn claims_of(&self, namespace: &str, uid: &str) -> Vec<String> {
+    fn claims_of(&self, namespace: &str, name: &str, uid: &str) -> Vec<String> {
         self.claims
             .state()
             .into_iter()
             .filter(|c| c.namespace().as_deref() == Some(namespace))
             .filter(|c| c.metadata.deletion_timestamp.is_none())
             .filter(|c| {
-                c.owner_references()
-                    .iter()
-                    .any(|r| r.uid == uid && r.kind == "ProxmoxMachine")
+                c.owner_references().iter().any(|r| {
+                    r.kind == "ProxmoxMachine"
+                        && (r.uid == uid || (r.name == name && r.api_version.starts_with(GROUP)))
+                })
             })
             .map(|c| c.name_any())
             .collect()

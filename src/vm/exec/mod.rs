@@ -288,6 +288,7 @@ pub async fn execute<A: Adapter>(
         Step::CheckGuest => guest::check(env, record).await?,
         Step::RemoveBootstrapIso => bootstrap::remove(env).await?,
         Step::Operate(op) => crate::vm::operate::exec::execute(op, env, record).await?,
+        Step::Adopt { provisioned } => adopt(env, record, *provisioned)?,
         Step::Fail(f) => {
             if let Some(delay) = f.retry_after {
                 record.retry_after = Some(later(delay));
@@ -295,6 +296,28 @@ pub async fn execute<A: Adapter>(
             StepResult::failed(f.reason, f.message.clone(), f.retry_after)
         }
     })
+}
+
+/// Records what the VM shows was done (see [`Step::Adopt`]); no Proxmox request.
+fn adopt<A: Adapter>(
+    env: &Env<'_, A>,
+    record: &mut VmRecord,
+    provisioned: bool,
+) -> Result<StepResult, VmError> {
+    let vm = env.vm()?;
+    record.bootstrap_delivered = true;
+    let mut r = StepResult::next(Next::Now).with_message(format!(
+        "adopted VM {}: it ran with this owner's bootstrap data",
+        vm.vmid
+    ));
+    if provisioned {
+        record.provisioned = true;
+        r.provisioned = Some(Provisioned {
+            uuid: vm.config.smbios_uuid.clone(),
+            learnt: Vec::new(),
+        });
+    }
+    Ok(r)
 }
 
 fn failed_task(record: &mut VmRecord, kind: &str, exitstatus: &str, s: &Settings) -> StepResult {

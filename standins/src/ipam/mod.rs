@@ -13,13 +13,16 @@
 //!   gateway}`, a controller owner reference to the claim, a non-controller one to the pool, the
 //!   claim's `cluster.x-k8s.io/cluster-name` label and the finalizer [`PROTECT_ADDRESS_FINALIZER`];
 //! * sets the claim's `status.addressRef`;
-//! * on claim deletion deletes the `IPAddress` and removes the claim's finalizer.
+//! * on claim deletion deletes the `IPAddress` and removes the claim's finalizer;
+//! * leaves claims alone while their Cluster is paused or (unless they are being deleted) missing
+//!   ([`paused`]).
 //!
-//! Simplifications: no `GlobalInClusterIPPool`s, no pause handling, no pool status counters, no
+//! Simplifications: no `GlobalInClusterIPPool`s, no paused pools or claims, no pool status counters, no
 //! `addressReuseGracePeriodSeconds` (a released address is reusable at once).
 //! An exhausted pool leaves the claim pending (logged); it is retried when an address of the
 //! pool is released. All claims are handled one at a time, so two claims never get the same address.
 
+mod paused;
 pub mod pool;
 mod version;
 
@@ -76,6 +79,8 @@ impl InClusterIpamStandIn {
 
 struct Ctx {
     client: kube::Client,
+    /// The Clusters (`None`: the API server serves no Cluster API: no pause rule).
+    clusters: Option<paused::Clusters>,
 }
 
 fn api<K>(client: &kube::Client, ns: Option<&str>) -> Api<K>
@@ -95,7 +100,17 @@ async fn run<V: IpamVersion>(client: kube::Client, namespace: Option<String>, st
     let pools: Api<InClusterIPPool> = api(&client, ns);
     let wc = watcher::Config::default().any_semantic();
     let controller = Controller::new(claims, wc.clone());
-    let (s1, s2) = (controller.store(), controller.store());
+    let (s1, s2, s3) = (controller.store(), controller.store(), controller.store());
+    let (clusters, cluster_events) = match paused::watch(&client, ns).await {
+        Some((c, ar, stream)) => (Some(c), Some((ar, stream))),
+        None => (None, None),
+    };
+    let controller = match cluster_events {
+        Some((ar, stream)) => {
+            controller.watches_stream_with(stream, move |c| claims_of_cluster::<V>(&s3, &c), ar)
+        }
+        None => controller,
+    };
     controller
         .watches(addresses, wc.clone(), move |a| {
             let a = V::address(&a);
@@ -108,7 +123,11 @@ async fn run<V: IpamVersion>(client: kube::Client, namespace: Option<String>, st
         // concurrent reconciles could hand out the same address.
         .with_config(Config::default().concurrency(1))
         .graceful_shutdown_on(stop.wait())
-        .run(reconcile::<V>, error_policy::<V>, Arc::new(Ctx { client }))
+        .run(
+            reconcile::<V>,
+            error_policy::<V>,
+            Arc::new(Ctx { client, clusters }),
+        )
         .for_each(|r| async move {
             if let Err(e) = r {
                 tracing::debug!(error = %e, "in-cluster IPAM stand-in reconcile failed");
@@ -138,6 +157,26 @@ fn pending_claims_of<V: IpamVersion>(
         .collect()
 }
 
+/// The claims linked to Cluster `c`, when it is not paused (its unpausing or creation lets them go on).
+fn claims_of_cluster<V: IpamVersion>(
+    store: &Store<V::Claim>,
+    c: &kube::api::DynamicObject,
+) -> Vec<ObjectRef<V::Claim>> {
+    if paused::paused(c) {
+        return Vec::new();
+    }
+    let name = c.name_any();
+    store
+        .state()
+        .into_iter()
+        .filter(|claim| {
+            claim.namespace() == c.namespace()
+                && paused::cluster_of(&V::claim(claim)).as_deref() == Some(&name)
+        })
+        .map(|claim| ObjectRef::from_obj(claim.as_ref()))
+        .collect()
+}
+
 fn address_ref(claim: &IPAddressClaim) -> Option<&str> {
     claim
         .status
@@ -161,6 +200,11 @@ fn error_policy<V: IpamVersion>(_claim: Arc<V::Claim>, err: &StandInError, _ctx:
 async fn reconcile<V: IpamVersion>(stored: Arc<V::Claim>, ctx: Arc<Ctx>) -> Result<Action, StandInError> {
     let claim = V::claim(&stored);
     if !handled(&claim) {
+        return Ok(Action::await_change());
+    }
+    // The Cluster's events requeue the claim once it is there and unpaused.
+    if ctx.clusters.as_ref().is_some_and(|c| c.holds(&claim)) {
+        tracing::debug!(claim = %claim.name_any(), "claim's Cluster is paused or missing; skipped");
         return Ok(Action::await_change());
     }
     let ns = claim.namespace().ok_or_else(|| StandInError::Invalid {

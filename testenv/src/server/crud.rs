@@ -117,6 +117,34 @@ fn name_error(def: &ResourceDef, name: &str) -> Option<FieldErr> {
     })
 }
 
+/// apimachinery's `ValidateOwnerReferences`: at most one owner reference may be the controller
+/// (every kind, every write — an apply merging a second controller reference in is refused too).
+fn second_controller(obj: &Value) -> Option<FieldErr> {
+    let refs = obj.pointer("/metadata/ownerReferences")?.as_array()?;
+    let name = |r: &Value| {
+        format!(
+            "{}/{}",
+            r.get("kind").and_then(Value::as_str).unwrap_or_default(),
+            r.get("name").and_then(Value::as_str).unwrap_or_default()
+        )
+    };
+    let mut controllers = refs
+        .iter()
+        .filter(|r| r.get("controller").and_then(Value::as_bool) == Some(true));
+    let first = controllers.next()?;
+    let second = controllers.next()?;
+    Some(FieldErr {
+        field: "metadata.ownerReferences".into(),
+        reason: "FieldValueInvalid".into(),
+        message: format!(
+            "Invalid value: {}: Only one reference can have Controller set to true. Found \"true\" in references for {} and {}",
+            Value::Array(refs.clone()),
+            name(first),
+            name(second)
+        ),
+    })
+}
+
 /// Kind-specific preparation shared by create and update (after metadata rules, before storage):
 /// pruning of unknown fields (per `fieldValidation`), defaulting and validation.
 fn admit(
@@ -128,6 +156,9 @@ fn admit(
     dec: &Decoding<'_>,
 ) -> ApiResult<()> {
     let name = meta_str(obj, "name").to_string();
+    if let Some(e) = second_controller(obj) {
+        return Err(invalid(def, &name, &[e]));
+    }
     if let Some(schema) = def.pruning_schema(version)
         && !dec.apply
     {
