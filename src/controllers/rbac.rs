@@ -113,7 +113,8 @@ pub const MACHINE_TEMPLATE_CONTROLLER: &[Rule] = &[
 
 /// What the ProxmoxVirtualMachine controller does ([`crate::controllers::virtual_machine`]):
 /// reads and patches ProxmoxVirtualMachines (finalizer, status), reads their credentials and
-/// user-data Secrets, and records events.
+/// user-data Secrets, creates, reads and deletes the IPAddressClaims of NICs with an IPAM pool
+/// and reads their IPAddresses, and records events.
 pub const VIRTUAL_MACHINE_CONTROLLER: &[Rule] = &[
     rule("vm.capmox-rs.io", "proxmoxvirtualmachines", READ_PATCH),
     rule(
@@ -127,6 +128,12 @@ pub const VIRTUAL_MACHINE_CONTROLLER: &[Rule] = &[
         &["update"],
     ),
     rule("", "secrets", &["get"]),
+    rule(
+        "ipam.cluster.x-k8s.io",
+        "ipaddressclaims",
+        &["create", "delete", "get"],
+    ),
+    rule("ipam.cluster.x-k8s.io", "ipaddresses", &["get"]),
     rule("events.k8s.io", "events", &["create", "patch"]),
 ];
 

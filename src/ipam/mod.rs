@@ -30,10 +30,12 @@ use kube::{Resource, ResourceExt};
 use crate::bootstrap::{self, BootstrapError};
 
 mod api;
+mod standalone;
 
 pub use api::{
     EnsureOutcome, IpamApiVersion, adopt_claims, ensure_claims, load, load_cached, served_ipam_version,
 };
+pub use standalone::{owned_claims, release_claims};
 
 /// Suffix of every claim name.
 pub const CLAIM_SUFFIX: &str = "inet";
@@ -132,13 +134,14 @@ impl DesiredClaim {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
                 namespace: Some(namespace.to_owned()),
-                labels: Some(self.labels.clone()),
+                labels: (!self.labels.is_empty()).then(|| self.labels.clone()),
                 annotations: Some(self.annotations.clone()),
                 owner_references: Some(vec![self.owner.clone()]),
                 ..ObjectMeta::default()
             },
             spec: v1beta2::IPAddressClaimSpec {
-                cluster_name: Some(self.cluster_name.clone()),
+                // An owner outside Cluster API (a ProxmoxVirtualMachine) names no cluster.
+                cluster_name: Some(self.cluster_name.clone()).filter(|c| !c.is_empty()),
                 pool_ref: self.pool.clone(),
             },
             status: None,

@@ -1,8 +1,9 @@
 //! What the lifecycle asks of a ProxmoxVirtualMachine ([`Adapter`]): its addresses are its own
-//! (given inline, or DHCP: nothing to wait for), its bootstrap image is the user's cloud-init
+//! (given inline, or DHCP: nothing to wait for) or claimed from IPAM pools (waited for), its bootstrap image is the user's cloud-init
 //! with a network-config rendered from its NICs, it has no siblings to spread over, and the
 //! VMIDs the other ProxmoxVirtualMachines recorded are not free.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use capmox_api::vm::{ProxmoxVirtualMachine, VmNetworkDevice};
@@ -10,14 +11,16 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
 
+use super::addresses::PoolAddresses;
 use super::error::VirtualMachineError;
 use crate::bootstrap::{
     Address, BootstrapData, BootstrapError, BootstrapFormat, Device, ExtraMetadata, MachineBootstrapInput,
     NetworkConfigFormat, NetworkModel,
 };
+use crate::ipam::ResolvedAddress;
 use crate::proxmox::view::VmFacts;
 use crate::vm::scheduling::Placed;
-use crate::vm::{Adapter, AddressFacts, Addresses, Failure, Image, Reason, Report};
+use crate::vm::{Adapter, Addresses, Failure, Image, Reason, Report};
 
 /// The default key of `spec.cloudInit.userDataSecretRef`.
 pub const DEFAULT_USER_DATA_KEY: &str = "userdata";
@@ -35,6 +38,8 @@ pub struct VmAdapter<'a> {
     pub taken: Vec<i64>,
     /// How long a failure waits before it is retried.
     pub retry_delay: std::time::Duration,
+    /// The NICs' pool addresses as read for this pass.
+    pub pools: &'a PoolAddresses,
 }
 
 impl Adapter for VmAdapter<'_> {
@@ -42,13 +47,22 @@ impl Adapter for VmAdapter<'_> {
 
     fn addresses(&self) -> Result<Addresses, VirtualMachineError> {
         Ok(Addresses {
-            facts: AddressFacts::Ready,
+            facts: self.pools.facts(),
             tags: Vec::new(),
         })
     }
 
     async fn obtain_addresses(&self) -> Result<Report, VirtualMachineError> {
-        Ok(Report::default())
+        let ns = self.pvm.namespace().unwrap_or_default();
+        let created = self.pools.claim(self.kube, &ns).await?;
+        Ok(Report::message(if created.is_empty() {
+            "waiting for the IPAddresses of the NICs' pools".to_owned()
+        } else {
+            format!(
+                "IPAddressClaims {} created; waiting for their IPAddresses",
+                created.join(", ")
+            )
+        }))
     }
 
     async fn bootstrap_image(
@@ -67,7 +81,7 @@ impl Adapter for VmAdapter<'_> {
             Ok(u) => u,
             Err(message) => return Ok(failed(message)),
         };
-        let input = match render_input(self.pvm, vm, user_data, region) {
+        let input = match render_input(self.pvm, vm, user_data, region, &self.pools.by_net()) {
             Ok(i) => i,
             Err(RenderError::Bootstrap(BootstrapError::MissingMacAddress { device })) => {
                 return Ok(Image::Wait(format!("waiting for the MAC address of {device}")));
@@ -148,8 +162,14 @@ pub enum RenderError {
     },
 }
 
-/// The guest network of `nic` (its MAC from the VM's config).
-fn device(index: usize, nic: &VmNetworkDevice, vm: &VmFacts) -> Result<Device, RenderError> {
+/// The guest network of `nic` (its MAC from the VM's config; `pooled`: the addresses its IPAM
+/// pool gave, each with the pool's gateway).
+fn device(
+    index: usize,
+    nic: &VmNetworkDevice,
+    vm: &VmFacts,
+    pooled: &[ResolvedAddress],
+) -> Result<Device, RenderError> {
     let mac = nic
         .name
         .strip_prefix("net")
@@ -180,6 +200,15 @@ fn device(index: usize, nic: &VmNetworkDevice, vm: &VmFacts) -> Result<Device, R
             });
         }
     }
+    for p in pooled {
+        addresses.push(Address {
+            ip: p.address,
+            prefix: p.prefix,
+            gateway: p.gateway.as_deref().and_then(|g| g.parse::<IpAddr>().ok()),
+            metric: p.metric,
+            is_default: false,
+        });
+    }
     let static_v4 = nic.ipv4_addresses.as_ref().is_some_and(|a| !a.is_empty());
     let static_v6 = nic.ipv6_addresses.as_ref().is_some_and(|a| !a.is_empty());
     Ok(Device {
@@ -197,13 +226,14 @@ fn device(index: usize, nic: &VmNetworkDevice, vm: &VmFacts) -> Result<Device, R
     })
 }
 
-/// What the NoCloud ISO of `pvm`'s VM `vm` is rendered from. Without NICs in the spec, every
-/// NIC the VM has gets DHCP.
+/// What the NoCloud ISO of `pvm`'s VM `vm` is rendered from (`pooled`: the IPAM addresses by NIC
+/// slot). Without NICs in the spec, every NIC the VM has gets DHCP.
 pub fn render_input(
     pvm: &ProxmoxVirtualMachine,
     vm: &VmFacts,
     user_data: Vec<u8>,
     region: Option<String>,
+    pooled: &BTreeMap<String, Vec<ResolvedAddress>>,
 ) -> Result<MachineBootstrapInput, RenderError> {
     let instance_id = vm
         .config
@@ -228,7 +258,7 @@ pub fn render_input(
     let devices = nics
         .iter()
         .enumerate()
-        .map(|(i, n)| device(i, n, vm))
+        .map(|(i, n)| device(i, n, vm, pooled.get(&n.name).map_or(&[][..], Vec::as_slice)))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(MachineBootstrapInput {
         hostname: pvm.name_any(),
@@ -259,20 +289,22 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn network_config_from_inline_addresses_and_dhcp() {
+    fn network_config_from_inline_pool_and_dhcp_addresses() {
         let pvm: ProxmoxVirtualMachine = serde_json::from_value(json!({
             "apiVersion": "vm.capmox-rs.io/v1alpha1", "kind": "ProxmoxVirtualMachine",
             "metadata": {"name": "db-1", "namespace": "apps"},
             "spec": {"templateID": 100, "network": {"networkDevices": [
                 {"name": "net0", "ipv4Addresses": ["10.0.0.5/24"], "gateway": "10.0.0.1", "dnsServers": ["10.0.0.2"]},
-                {"name": "net1"}
+                {"name": "net1"},
+                {"name": "net2", "ipPoolRef": {"kind": "InClusterIPPool", "name": "p"}}
             ]}}
         }))
         .unwrap();
         let raw: std::collections::BTreeMap<String, serde_json::Value> = serde_json::from_value(json!({
             "smbios1": "uuid=5b0c5a4a-0000-4000-8000-000000000001",
             "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0",
-            "net1": "virtio=BC:24:11:00:00:02,bridge=vmbr0"
+            "net1": "virtio=BC:24:11:00:00:02,bridge=vmbr0",
+            "net2": "virtio=BC:24:11:00:00:03,bridge=vmbr0"
         }))
         .unwrap();
         let vm = VmFacts {
@@ -283,14 +315,35 @@ mod tests {
             ha_managed: false,
             config: VmConfig::from(raw),
         };
-        let input = render_input(&pvm, &vm, b"#cloud-config\n".to_vec(), None).unwrap();
+        let pooled = ResolvedAddress {
+            net: "net2".into(),
+            device_index: 2,
+            pool_offset: 0,
+            pool: capmox_api::capi::ipam_claims::IpPoolReference {
+                api_group: "ipam.cluster.x-k8s.io".into(),
+                kind: "InClusterIPPool".into(),
+                name: "p".into(),
+            },
+            family: crate::ipam::IpFamily::V4,
+            address: "10.1.0.7".parse().unwrap(),
+            prefix: 16,
+            // A second default route would need its own metric (the renderer refuses two alike).
+            gateway: None,
+            is_default_pool: false,
+            ip_address_name: "db-1-net2-00-inet".into(),
+            metric: None,
+        };
+        let by_net = BTreeMap::from([("net2".to_owned(), vec![pooled])]);
+        let input = render_input(&pvm, &vm, b"#cloud-config\n".to_vec(), None, &by_net).unwrap();
         let d = &input.network.devices;
         assert_eq!(d[0].addresses[0].cidr(), "10.0.0.5/24");
-        assert!(!d[0].dhcp4 && d[1].dhcp4);
+        assert!(!d[0].dhcp4 && d[1].dhcp4 && !d[2].dhcp4);
+        assert_eq!(d[2].addresses[0].cidr(), "10.1.0.7/16");
+        assert_eq!(d[0].addresses[0].gateway, Some("10.0.0.1".parse().unwrap()));
         let net = crate::bootstrap::render_network_config(&input.network, NetworkConfigFormat::NetplanV2Bare)
             .unwrap();
         assert!(
-            net.contains("10.0.0.5/24") && net.contains("dhcp4: true"),
+            net.contains("10.0.0.5/24") && net.contains("dhcp4: true") && net.contains("10.1.0.7/16"),
             "{net}"
         );
     }

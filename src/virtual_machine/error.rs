@@ -57,6 +57,23 @@ impl From<crate::proxmox::view::ViewError> for VirtualMachineError {
     }
 }
 
+impl From<crate::ipam::IpamError> for VirtualMachineError {
+    fn from(e: crate::ipam::IpamError) -> Self {
+        match e {
+            crate::ipam::IpamError::Kube {
+                action,
+                namespace,
+                name,
+                source,
+            } => Self::Kube {
+                action: format!("{action} {namespace}/{name}"),
+                source,
+            },
+            other => Self::Invalid(other.to_string()),
+        }
+    }
+}
+
 impl From<CredentialsError> for VirtualMachineError {
     fn from(e: CredentialsError) -> Self {
         Self::Credentials(e.to_string())

@@ -4,12 +4,13 @@
 //!
 //! * [`spec`]: the object mapped to a [`crate::vm::VmSpec`] with its [`crate::vm::operate::Operation`];
 //! * [`record`]: its status as a [`crate::vm::VmRecord`] and back;
-//! * [`adapter`]: what the lifecycle asks of it ([`crate::vm::Adapter`]): inline or DHCP
-//!   addresses, the NoCloud image of the user's cloud-init, no siblings;
+//! * [`adapter`]: what the lifecycle asks of it ([`crate::vm::Adapter`]): inline, DHCP or IPAM
+//!   pool addresses ([`addresses`]), the NoCloud image of the user's cloud-init, no siblings;
 //! * [`provision`] and [`delete`]: one pass each (adoption, template, refusals; `Delete` or
 //!   `Retain`), called by the controller; [`status`]: phase, conditions, events.
 
 pub mod adapter;
+pub mod addresses;
 pub mod delete;
 pub mod error;
 pub mod provision;

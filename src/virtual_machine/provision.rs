@@ -12,14 +12,19 @@ use capmox_api::vm::{
 use kube::ResourceExt;
 
 use super::adapter::VmAdapter;
+use super::addresses::PoolAddresses;
 use super::error::VirtualMachineError;
 use super::record::{apply, record_of};
-use super::status::{Shown, console_url, event, show};
+use super::status::{Shown, console_url, event, show, show_pool_addresses};
 use crate::proxmox::types::ClusterResource;
 use crate::proxmox::view::{Freshness, ProxmoxView, Snapshot};
 use crate::vm::decide::{Failure, Reason, Step};
 use crate::vm::template::{Selector, TemplateSource};
 use crate::vm::{Next, Settings, VmRecord};
+
+/// How often a VM whose NICs wait for their IPAM addresses looks at its claims again (the claims
+/// are not watched).
+pub const ADDRESS_POLL: Duration = Duration::from_secs(2);
 
 /// What a pass did.
 #[derive(Debug)]
@@ -223,11 +228,18 @@ pub async fn provision(
         .and_then(|s| s.vm_name.clone())
         .unwrap_or_else(|| pvm.name_any());
     let spec = super::spec::vm_spec(pvm, name, source, refused, pvm.spec.adopts());
+    // Read only while they matter: until the bootstrap data is delivered (the status keeps them).
+    let pools = if before_creation {
+        PoolAddresses::load(inp.kube, pvm).await?
+    } else {
+        PoolAddresses::default()
+    };
     let adapter = VmAdapter {
         kube: inp.kube,
         pvm,
         taken: inp.taken.clone(),
         retry_delay: retry,
+        pools: &pools,
     };
     let owner = super::owner_of(pvm);
     let task_before = record.task.clone();
@@ -247,6 +259,14 @@ pub async fn provision(
         error: out.error.as_ref().map(ToString::to_string),
     };
     show(pvm, &out.record, &shown, console);
+    let mut next = out.next;
+    if pools.version.is_some() {
+        let waiting = pools.waiting() && !out.record.bootstrap_delivered;
+        show_pool_addresses(pvm, &pools, waiting);
+        if waiting && next == Next::Watch {
+            next = Next::After(ADDRESS_POLL);
+        }
+    }
     let mut events = Vec::new();
     if let Some((warning, reason, message)) = event(&out.step, vmid) {
         events.push((warning, reason.to_owned(), message));
@@ -260,7 +280,7 @@ pub async fn provision(
     }
     Ok(PassOutcome {
         step: Some(out.step),
-        next: out.next,
+        next,
         events,
         error: out.error,
     })

@@ -18,6 +18,8 @@ pub const RECONFIGURING_REASON: &str = "Reconfiguring";
 pub const ADDRESSES_REPORTED_REASON: &str = "AddressesReported";
 /// NetworkConfigured: the guest agent is off (`spec.agent: false`), no addresses are reported.
 pub const AGENT_DISABLED_REASON: &str = "AgentDisabled";
+/// NetworkConfigured is false while a NIC's IPAM pool (`ipPoolRef`) has not given its address.
+pub const WAITING_FOR_IP_ADDRESS_REASON: &str = "WaitingForIPAddress";
 /// NetworkConfigured is false until the guest agent reports the addresses.
 pub const WAITING_FOR_GUEST_AGENT_REASON: &str = "WaitingForGuestAgent";
 /// RestartRequired is false: Proxmox holds no pending change.

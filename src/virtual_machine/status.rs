@@ -103,6 +103,32 @@ fn settled(pvm: &ProxmoxVirtualMachine, phase: VmPhase) -> bool {
     }
 }
 
+/// Writes the NICs' pool addresses into `pvm`'s status; while they are `waiting`,
+/// `NetworkConfigured` says so (`WaitingForIPAddress`).
+pub fn show_pool_addresses(
+    pvm: &mut ProxmoxVirtualMachine,
+    pools: &super::addresses::PoolAddresses,
+    waiting: bool,
+) {
+    let generation = pvm.metadata.generation;
+    let status = pvm.status.get_or_insert_with(Default::default);
+    if let Some(list) = pools.status() {
+        status.pool_addresses = Some(list);
+    }
+    if waiting {
+        let claims: Vec<&str> = pools.resolution.pending.iter().map(String::as_str).collect();
+        set(
+            status,
+            generation,
+            &Desired::falsy(
+                api::NETWORK_CONFIGURED_CONDITION,
+                reasons::WAITING_FOR_IP_ADDRESS_REASON,
+                format!("waiting for the IPAddresses of the claims {}", claims.join(", ")),
+            ),
+        );
+    }
+}
+
 /// Writes the phase, conditions and guest facts of a pass into `pvm`'s status (the record is
 /// already written).
 pub fn show(pvm: &mut ProxmoxVirtualMachine, record: &VmRecord, shown: &Shown<'_>, console: Option<String>) {

@@ -11,7 +11,7 @@ use super::exec::{self, Env, Next, StepResult};
 use super::spec::{VmRecord, VmSpec, later};
 use super::{iso, observe, operate};
 use crate::proxmox::view::tasks::effect_of;
-use crate::proxmox::view::{Owner, ProxmoxView, TaskLook};
+use crate::proxmox::view::{Owner, ProxmoxView, TaskLook, VmFacts};
 
 pub use super::delete::{DeleteOutcome, delete};
 
@@ -60,6 +60,26 @@ fn max_age(s: &Settings, record: &VmRecord) -> Duration {
         s.observe_interval.max(s.guest_poll * 12)
     } else {
         s.observe_interval
+    }
+}
+
+/// The step of a pass: the spec's refusal, else the lifecycle's decision, which the operation may
+/// replace once the VM exists.
+fn choose_step(spec: &VmSpec, facts: &Facts, record: &VmRecord, vm: Option<&VmFacts>) -> Step {
+    let step = match &spec.refusal {
+        Some(f) if !record.provisioned => Step::Fail(f.clone()),
+        _ => decide(facts),
+    };
+    match (&spec.operation, vm) {
+        (Some(op), Some(v)) => {
+            let live = if record.provisioned && operate::needs_config(op, &record.operation) {
+                operate::live::live_facts(&spec.desired, &v.config)
+            } else {
+                operate::LiveFacts::default()
+            };
+            operate::select(step, facts, op, &record.operation, live)
+        }
+        _ => step,
     }
 }
 
@@ -139,21 +159,7 @@ pub async fn provision<A: Adapter>(
         ha_applied: record.ha.clone(),
         identity: record.identity.clone(),
     };
-    let step = match &spec.refusal {
-        Some(f) if !record.provisioned => Step::Fail(f.clone()),
-        _ => decide(&facts),
-    };
-    let step = match (&spec.operation, vm_facts) {
-        (Some(op), Some(v)) => {
-            let live = if record.provisioned && operate::needs_config(op, &record.operation) {
-                operate::live::live_facts(&spec.desired, &v.config)
-            } else {
-                operate::LiveFacts::default()
-            };
-            operate::select(step, &facts, op, &record.operation, live)
-        }
-        _ => step,
-    };
+    let step = choose_step(spec, &facts, &record, vm_facts);
     tracing::debug!(owner = %owner, ?step, "next step");
     let env = Env {
         view,

@@ -13,6 +13,8 @@ use super::field::{FieldError, bad_request, denied};
 
 const RUN_STRATEGIES: &[&str] = &["Always", "RerunOnFailure", "Halted", "Manual"];
 const DELETION_POLICIES: &[&str] = &["Delete", "Retain"];
+/// The pools a NIC's `ipPoolRef` may name (the in-cluster IPAM provider's).
+const POOL_KINDS: [&str; 2] = ["InClusterIPPool", "GlobalInClusterIPPool"];
 
 /// `<Kind>.vm.capmox-rs.io "<name>" is invalid: …` (422), one cause per error.
 fn invalid(name: &str, errs: &[FieldError]) -> Status {
@@ -142,12 +144,17 @@ pub fn validate_spec(spec: &Value) -> Vec<FieldError> {
                 "not a MAC address (six hex pairs separated by colons, e.g. BC:24:11:00:00:01)",
             ));
         }
-        // The VM controller does not claim IPAM addresses yet: refused rather than a NIC
-        // without an address.
-        if nic.get("ipPoolRef").is_some_and(|r| !r.is_null()) {
-            errs.push(FieldError::forbidden(
-                at("ipPoolRef"),
-                "IPAM pools are not supported for ProxmoxVirtualMachines yet: give ipv4Addresses/ipv6Addresses or leave both out for DHCP",
+        // The controller claims the NIC's address from the in-cluster IPAM provider's pools.
+        if let Some(kind) = nic
+            .get("ipPoolRef")
+            .and_then(|r| r.get("kind"))
+            .and_then(Value::as_str)
+            && !POOL_KINDS.contains(&kind)
+        {
+            errs.push(FieldError::invalid(
+                at("ipPoolRef.kind"),
+                json!(kind),
+                format!("supported values: {}", POOL_KINDS.join(", ")),
             ));
         }
         for key in ["ipv4Addresses", "ipv6Addresses"] {
@@ -282,7 +289,7 @@ mod tests {
             "runStrategy": "Sometimes", "vmid": 50_000, "vmIDRange": {"start": 100, "end": 200},
             "memoryMiB": 32,
             "network": {"networkDevices": [{"name": "net0", "macAddress": "bc:24:11",
-                "ipPoolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "p"}}]}
+                "ipPoolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "SomePool", "name": "p"}}]}
         }));
         let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(
@@ -293,7 +300,7 @@ mod tests {
                 "spec.vmid",
                 "spec.memoryMiB",
                 "spec.network.networkDevices[0].macAddress",
-                "spec.network.networkDevices[0].ipPoolRef"
+                "spec.network.networkDevices[0].ipPoolRef.kind"
             ]
         );
         let shrink = validate_update(

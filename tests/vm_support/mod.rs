@@ -239,3 +239,26 @@ impl Harness {
         assert_eq!(self.task_done(&upid).await, "OK");
     }
 }
+
+impl Harness {
+    /// Installs the IPAM CRDs (and the Cluster API kinds the stand-in looks at) and starts the
+    /// in-cluster IPAM stand-in for [`NS`]; it stops when the handle is dropped.
+    pub async fn start_ipam(&self) -> capmox_standins::StandInHandle {
+        self.env
+            .install_crds(capmox_standins::crds::all().unwrap())
+            .await
+            .unwrap();
+        capmox_standins::InClusterIpamStandIn::spawn(self.client.clone(), Some(NS.into()))
+    }
+
+    /// The NoCloud ISO's `network-config` of VM `vmid` (`None`: no ISO yet).
+    pub fn network_config(&self, vmid: u32) -> Option<String> {
+        let st = self.sim.state();
+        let vol = st
+            .file_volumes()
+            .into_iter()
+            .find(|v| v.volid.ends_with(&format!("user-data-{vmid}.iso")))?;
+        let iso = st.volume_bytes(&st.vm(vmid)?.node, &vol.volid)?;
+        pve_sim::iso::read_file(&iso, "network-config")
+    }
+}

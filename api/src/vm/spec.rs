@@ -362,7 +362,9 @@ pub struct VmNetworkDevice {
     pub dns_servers: Option<Vec<String>>,
 
     /// An IPAM pool (`InClusterIPPool` or `GlobalInClusterIPPool`) to claim the NIC's address
-    /// from. Reserved: not supported yet, refused at admission.
+    /// from: the controller creates the IPAddressClaim `<name>-<nic>-00-inet` (owned by this
+    /// object, released when it is deleted) and renders the address, prefix and gateway into the
+    /// network-config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip_pool_ref: Option<TypedLocalObjectReference>,
 }

@@ -29,6 +29,10 @@ pub struct ProxmoxVirtualMachineStatus {
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub ip_addresses: Option<Vec<String>>,
 
+    /// Addresses the NICs got from their IPAM pools (`ipPoolRef`), by NIC slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub pool_addresses: Option<Vec<crate::v1alpha2::IpAddressesSpec>>,
     /// The Proxmox web console of this VM.
     #[serde(rename = "consoleURL", default, skip_serializing_if = "Option::is_none")]
     pub console_url: Option<String>,

@@ -220,6 +220,8 @@ async fn delete_passes(
         let mut work = (*pvm).clone();
         let out = delete(view, settings, &mut work).await?;
         if out.finished {
+            // The IPAM claims go with the object, whatever became of the VM (Delete or Retain).
+            crate::virtual_machine::addresses::release(&ctx.client, &pvm).await?;
             work.finalizers_mut().retain(|f| f != FINALIZER);
             pvm = persist_status(vc, &pvm, &work).await?;
             persist_meta(vc, &pvm, &work).await?;
