@@ -2,7 +2,8 @@
 //! pve-sim and the in-cluster IPAM stand-in, on the in-tree API server or the real
 //! kube-apiserver (`KUBEBUILDER_ASSETS`): the claim `<name>-net0-00-inet` is created, owned by the
 //! object; while the pool is missing `NetworkConfigured` says `WaitingForIPAddress`; once the
-//! pool exists its address, prefix and gateway are in the NoCloud network-config and the status;
+//! pool exists its address, prefix and gateway (with the pool's metric) are in the NoCloud
+//! network-config and the status;
 //! deleting the object releases the claim.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -63,7 +64,8 @@ async fn a_nic_gets_its_address_from_a_pool() {
 
     let pool: InClusterIPPool = serde_json::from_value(json!({
         "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterIPPool",
-        "metadata": {"name": "vms", "namespace": NS},
+        "metadata": {"name": "vms", "namespace": NS,
+                     "annotations": {"ipam.capmox.cluster.x-k8s.io/gateway-metric": "250"}},
         "spec": {"addresses": ["10.30.0.10-10.30.0.20"], "prefix": 24, "gateway": "10.30.0.1"},
     }))
     .unwrap();
@@ -88,7 +90,10 @@ async fn a_nic_gets_its_address_from_a_pool() {
     let vmid = u32::try_from(s.vmid.unwrap()).unwrap();
     let net = h.network_config(vmid).expect("the NoCloud ISO's network-config");
     assert!(
-        net.contains("10.30.0.10/24") && net.contains("10.30.0.1") && !net.contains("dhcp4: true"),
+        net.contains("10.30.0.10/24")
+            && net.contains("10.30.0.1")
+            && net.lines().any(|l| l.contains("metric") && l.contains("250"))
+            && !net.contains("dhcp4: true"),
         "{net}"
     );
 

@@ -114,7 +114,7 @@ pub const MACHINE_TEMPLATE_CONTROLLER: &[Rule] = &[
 /// What the ProxmoxVirtualMachine controller does ([`crate::controllers::virtual_machine`]):
 /// reads and patches ProxmoxVirtualMachines (finalizer, status), reads their credentials and
 /// user-data Secrets, creates, reads and deletes the IPAddressClaims of NICs with an IPAM pool
-/// and reads their IPAddresses, and records events.
+/// and reads their IPAddresses and pools (the default-route metric), and records events.
 pub const VIRTUAL_MACHINE_CONTROLLER: &[Rule] = &[
     rule("vm.capmox-rs.io", "proxmoxvirtualmachines", READ_PATCH),
     rule(

@@ -7,11 +7,15 @@ use std::collections::BTreeMap;
 use capmox_api::v1alpha2::IpAddressesSpec;
 use capmox_api::vm::{self as api, ProxmoxVirtualMachine};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::{Resource, ResourceExt};
 
 use super::error::VirtualMachineError;
 use crate::ipam::{self, DesiredClaim, IpamApiVersion, Resolution, ResolvedAddress};
 use crate::vm::AddressFacts;
+
+/// Version of the in-cluster IPAM provider's pool kinds.
+const POOL_VERSION: &str = "v1alpha2";
 
 /// The claims `pvm` needs, one per NIC with an `ipPoolRef` (none without such NICs).
 pub fn desired(pvm: &ProxmoxVirtualMachine) -> Result<Vec<DesiredClaim>, VirtualMachineError> {
@@ -42,6 +46,40 @@ pub fn desired(pvm: &ProxmoxVirtualMachine) -> Result<Vec<DesiredClaim>, Virtual
     Ok(ipam::owned_claims(&pvm.name_any(), &owner, nics))
 }
 
+/// The annotations of the pools that gave an address with a gateway, by `(kind, name)` (their
+/// default-route metric; a pool that cannot be read is left out: no metric).
+async fn pool_annotations(
+    kube: &kube::Client,
+    ns: &str,
+    resolved: &[ResolvedAddress],
+) -> BTreeMap<(String, String), BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for r in resolved.iter().filter(|r| r.gateway.is_some()) {
+        let key = (r.pool.kind.clone(), r.pool.name.clone());
+        if out.contains_key(&key) {
+            continue;
+        }
+        let gvk = GroupVersionKind::gvk(&r.pool.api_group, POOL_VERSION, &r.pool.kind);
+        let plural = format!("{}s", r.pool.kind.to_lowercase());
+        let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
+        let api: Api<DynamicObject> = if r.pool.kind == ipam::IN_CLUSTER_IP_POOL_KIND {
+            Api::namespaced_with(kube.clone(), ns, &ar)
+        } else {
+            Api::all_with(kube.clone(), &ar)
+        };
+        match api.get_opt(&r.pool.name).await {
+            Ok(Some(pool)) => {
+                out.insert(key, pool.metadata.annotations.unwrap_or_default());
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(pool = %r.pool.name, error = %e, "pool not readable: no gateway metric")
+            }
+        }
+    }
+    out
+}
+
 /// The object's pool addresses as read for one pass.
 #[derive(Debug, Clone, Default)]
 pub struct PoolAddresses {
@@ -63,7 +101,11 @@ impl PoolAddresses {
         let version = ipam::served_ipam_version(kube).await;
         let ns = pvm.namespace().unwrap_or_default();
         let (claims, addresses) = ipam::load(kube, version, &ns, &desired).await?;
-        let resolution = ipam::resolve(&desired, &claims, &addresses);
+        let mut resolution = ipam::resolve(&desired, &claims, &addresses);
+        let annotations = pool_annotations(kube, &ns, &resolution.resolved).await;
+        ipam::apply_gateway_metrics(&mut resolution.resolved, |p| {
+            annotations.get(&(p.kind.clone(), p.name.clone()))
+        })?;
         Ok(Self {
             version: Some(version),
             desired,
