@@ -248,3 +248,54 @@ async fn bad_pool_metric_annotation_blocks_bootstrap_data() {
     );
     h.stop().await;
 }
+
+/// Node locations changed by many reservations at once are written in batches: every change is
+/// in the ProxmoxCluster's status once its `update` returns, none is lost to a concurrent one,
+/// and a forget waits for the placements before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_locations_written_in_batches_lose_nothing() {
+    use std::sync::Arc;
+    let h = Harness::start().await;
+    let pc = Arc::new(h.create_cluster("loc", json!({})).await);
+    let locations = Arc::new(capmox::machine::locations::Locations::default());
+    let writes = (0..30).map(|i| {
+        let (locations, pc, client) = (locations.clone(), pc.clone(), h.client.clone());
+        async move {
+            let node = format!("pve{}", i % 3 + 1);
+            let name = format!("m{i:02}");
+            let placed = locations
+                .update(&client, &pc, |l| {
+                    capmox::machine::locations::place(l, &name, &node, None, i % 10 == 0)
+                })
+                .await
+                .unwrap();
+            assert!(placed, "{name} was not placed before");
+        }
+    });
+    futures::future::join_all(writes).await;
+    locations.forget(&h.client, &pc, "m05").await.unwrap();
+    let written = h.pcs().get("loc").await.unwrap();
+    let l = written.status.unwrap().node_locations.unwrap();
+    let names = |v: &Option<Vec<capmox_api::v1alpha2::NodeLocation>>| {
+        v.iter()
+            .flatten()
+            .map(|e| e.machine.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&l.control_plane), ["m00", "m10", "m20"]);
+    let mut workers = names(&l.workers);
+    workers.sort();
+    assert_eq!(workers.len(), 26, "{workers:?}");
+    assert!(!workers.contains(&"m05".to_owned()));
+    // A ProxmoxCluster that is gone has nothing to record: no error.
+    let mut gone = (*pc).clone();
+    gone.metadata.name = Some("gone".into());
+    gone.metadata.uid = Some("00000000-0000-0000-0000-000000000000".into());
+    let gone = Arc::new(gone);
+    locations
+        .record(&h.client, &gone, "m99", "pve1", None, false)
+        .await
+        .unwrap();
+    assert!(h.pcs().get_opt("gone").await.unwrap().is_none());
+    h.stop().await;
+}

@@ -43,7 +43,8 @@ struct Args {
     /// Time limit of the provisioning and the deletion phase, seconds (default: from the floor).
     #[arg(long)]
     timeout_secs: Option<u64>,
-    /// Keep the manager logs (and the audit log) in this folder.
+    /// Keep the manager logs, the audit log and pve-sim's request log (`pve-requests.jsonl`) in
+    /// this folder.
     #[arg(long)]
     keep: Option<PathBuf>,
     /// Print the reports as JSON instead of the table.

@@ -45,8 +45,12 @@ async fn start_rig(opts: &BenchOptions, spec: RunSpec, dir: &Path) -> Result<(Ri
         scenario.latency = pve_sim::LatencySpec::default();
     }
     let floor = floor_secs(&scenario.latency, true);
+    // Every Proxmox request in order (what a per-endpoint count does not show: which pass sent it),
+    // kept with the other logs.
+    let request_log = opts.keep.as_ref().map(|_| dir.join("pve-requests.jsonl"));
     let sim = pve_sim::SimServer::start(pve_sim::SimConfig {
         scenario,
+        request_log,
         ..pve_sim::SimConfig::default()
     })
     .await?;

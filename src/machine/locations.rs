@@ -1,9 +1,9 @@
 //! The ProxmoxCluster's `status.nodeLocations`: which machine lives on which Proxmox node (the
 //! scheduler's round-robin input). The machine controller is the only writer of this field, so
-//! its updates are serialised in-process ([`Locations`], one lock per ProxmoxCluster) and written
-//! as a merge patch of the field alone, starting from the freshest copy known (the watch cache or
-//! this controller's own last write, whichever is newer): no read before the write, no conflict
-//! retries, and a reservation schedules from locations that include every earlier one.
+//! its changes are serialised in-process ([`Locations`], per ProxmoxCluster) and written in
+//! batches as a merge patch of the field alone, starting from the freshest copy known (the watch
+//! cache or this controller's own last write, whichever is newer): no read before the write, no
+//! conflict retries, and a reservation schedules from locations that include every earlier one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -102,10 +102,40 @@ struct LocationsStatus<'a> {
     node_locations: Option<&'a NodeLocations>,
 }
 
+/// The node locations of one ProxmoxCluster as this controller changed them, and how far those
+/// changes are written.
+#[derive(Debug, Default)]
+struct Slot {
+    /// Changed and not all written yet (`None`: every change is written; start from the freshest
+    /// copy of the ProxmoxCluster).
+    pending: Option<NodeLocations>,
+    /// Changes made (a sequence number per change).
+    applied: u64,
+    /// Changes written.
+    written: u64,
+    /// A write is under way (its writer writes every change made before it started).
+    writing: bool,
+    /// The last write failed: the last change it covered and the error its waiters get.
+    failed: Option<(u64, kube::core::Status)>,
+}
+
+/// One ProxmoxCluster's slot and the wake-up of those waiting for its writes.
+#[derive(Debug, Default)]
+struct Batch {
+    slot: Mutex<Slot>,
+    written: tokio::sync::Notify,
+}
+
 /// The node-location writer of one controller.
+///
+/// Changes are made in memory, one at a time, and written in batches (group commit): a change
+/// made while a write is under way waits for it and is written with every other change made
+/// meanwhile in the next one. A hundred machines placed at once cost a handful of writes, and a
+/// placement waits for one write, not for a queue of them — each change still returns only once
+/// it is written (or its write failed).
 #[derive(Default)]
 pub struct Locations {
-    locks: Mutex<HashMap<ObjectRef<ProxmoxCluster>, Arc<tokio::sync::Mutex<()>>>>,
+    batches: Mutex<HashMap<ObjectRef<ProxmoxCluster>, Arc<Batch>>>,
     /// ProxmoxClusters as this controller last wrote them.
     pub latest: Latest<ProxmoxCluster>,
 }
@@ -116,19 +146,27 @@ impl std::fmt::Debug for Locations {
     }
 }
 
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What a waiter of a batch does next.
+enum Turn {
+    Done,
+    Failed(kube::core::Status),
+    Write(NodeLocations, u64),
+    Wait,
+}
+
 impl Locations {
-    fn lock_of(&self, pc: &ObjectRef<ProxmoxCluster>) -> Arc<tokio::sync::Mutex<()>> {
-        Arc::clone(
-            self.locks
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .entry(pc.clone())
-                .or_default(),
-        )
+    fn batch_of(&self, pc: &ObjectRef<ProxmoxCluster>) -> Arc<Batch> {
+        Arc::clone(locked(&self.batches).entry(pc.clone()).or_default())
     }
 
     /// Runs `change` on the freshest node locations of `pc` (serialised with every other change of
-    /// this controller) and writes them when `change` changed them; returns what `change` returned.
+    /// this controller) and returns what it returned once the change is written — with the other
+    /// changes made meanwhile, in one write. A change that changes nothing returns at once, unless
+    /// earlier changes are not written yet (it may depend on them): it then waits for them.
     pub async fn update<T>(
         &self,
         kube: &kube::Client,
@@ -136,20 +174,96 @@ impl Locations {
         change: impl FnOnce(&mut NodeLocations) -> T,
     ) -> Result<T, MachineError> {
         let key = ObjectRef::from_obj(pc.as_ref());
-        let lock = self.lock_of(&key);
-        let _guard = lock.lock().await;
-        let current = self.latest.pick(Arc::clone(pc));
-        let before = current.status.as_ref().and_then(|s| s.node_locations.as_ref());
-        // One copy to change; the original is compared by reference.
-        let mut after = before.cloned().unwrap_or_default();
-        let out = change(&mut after);
-        if before.map_or(after == NodeLocations::default(), |b| *b == after) {
-            return Ok(out);
+        let batch = self.batch_of(&key);
+        let (out, mine) = {
+            let mut slot = locked(&batch.slot);
+            // The unwritten changes, else the freshest copy known (the watch cache or this
+            // controller's own last write, whichever is newer).
+            let before = match &slot.pending {
+                Some(p) => Some(p.clone()),
+                None => {
+                    let current = self.latest.pick(Arc::clone(pc));
+                    current.status.as_ref().and_then(|s| s.node_locations.clone())
+                }
+            };
+            let mut after = before.clone().unwrap_or_default();
+            let out = change(&mut after);
+            let changed = before.map_or(after != NodeLocations::default(), |b| b != after);
+            if !changed && slot.pending.is_none() {
+                return Ok(out);
+            }
+            if changed {
+                slot.applied += 1;
+                slot.pending = Some(after);
+            }
+            (out, slot.applied)
+        };
+        loop {
+            let notified = batch.written.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let turn = {
+                let mut slot = locked(&batch.slot);
+                if slot.written >= mine {
+                    Turn::Done
+                } else if let Some((_, status)) = slot.failed.as_ref().filter(|(upto, _)| *upto >= mine) {
+                    Turn::Failed(status.clone())
+                } else if slot.writing {
+                    Turn::Wait
+                } else {
+                    slot.writing = true;
+                    Turn::Write(slot.pending.clone().unwrap_or_default(), slot.applied)
+                }
+            };
+            match turn {
+                Turn::Done => return Ok(out),
+                Turn::Failed(status) => return Err(write_failed(pc, kube::Error::Api(Box::new(status)))),
+                Turn::Wait => notified.await,
+                Turn::Write(locations, upto) => {
+                    let result = self.write(kube, pc, &locations).await;
+                    let mut slot = locked(&batch.slot);
+                    slot.writing = false;
+                    let outcome = match result {
+                        Ok(()) => {
+                            slot.written = upto;
+                            slot.failed = None;
+                            if slot.applied == upto {
+                                slot.pending = None;
+                            }
+                            Ok(())
+                        }
+                        Err(e) => {
+                            let status = match &e {
+                                kube::Error::Api(s) => (**s).clone(),
+                                other => kube::core::Status::failure(&other.to_string(), "WriteFailed"),
+                            };
+                            slot.failed = Some((upto, status));
+                            Err(write_failed(pc, e))
+                        }
+                    };
+                    drop(slot);
+                    batch.written.notify_waiters();
+                    outcome?;
+                    // Every change up to `upto`, ours among them, is written.
+                    return Ok(out);
+                }
+            }
         }
+    }
+
+    /// Writes `locations` as `pc`'s node locations (a ProxmoxCluster that is gone has nothing to
+    /// record).
+    async fn write(
+        &self,
+        kube: &kube::Client,
+        pc: &Arc<ProxmoxCluster>,
+        locations: &NodeLocations,
+    ) -> Result<(), kube::Error> {
         // Serialised straight from the typed list: no JSON tree of a thousand entries per write.
         let body = LocationsPatch {
             status: LocationsStatus {
-                node_locations: (after.control_plane.is_some() || after.workers.is_some()).then_some(&after),
+                node_locations: (locations.control_plane.is_some() || locations.workers.is_some())
+                    .then_some(locations),
             },
         };
         let ns = pc.namespace().unwrap_or_default();
@@ -158,17 +272,13 @@ impl Locations {
             .patch_status(&pc.name_any(), &PatchParams::default(), &Patch::Merge(&body))
             .await
         {
-            Ok(written) => self.latest.record(written),
-            // The ProxmoxCluster is gone: nothing to record.
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => {
-                return Err(MachineError::kube(format!(
-                    "updating node locations of ProxmoxCluster {ns}/{}",
-                    pc.name_any()
-                ))(e));
+            Ok(written) => {
+                self.latest.record(written);
+                Ok(())
             }
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e),
         }
-        Ok(out)
     }
 
     /// Records that `machine` lives on `node` (replacing an older entry).
@@ -199,6 +309,14 @@ impl Locations {
         })
         .await
     }
+}
+
+fn write_failed(pc: &ProxmoxCluster, e: kube::Error) -> MachineError {
+    MachineError::kube(format!(
+        "updating node locations of ProxmoxCluster {}/{}",
+        pc.namespace().unwrap_or_default(),
+        pc.name_any()
+    ))(e)
 }
 
 #[cfg(test)]

@@ -63,6 +63,17 @@ async fn observe_delete(
     if task == Some(TaskFacts::Succeeded) {
         record.task = None;
     }
+    // A task that ended counts as a write, so what is read from here on is new enough. A stop its
+    // task confirmed does not: it is laid over the list read before it, which shows the VM as it
+    // was when this owner stopped it (nothing else changes a VM being deleted that the destroy
+    // would not notice).
+    let stopped = task == Some(TaskFacts::Succeeded) && task_type == "qmstop";
+    let max_age = if stopped {
+        settings.observe_interval.max(settings.guest_poll * 12)
+    } else {
+        settings.observe_interval
+    };
+    let fresh = view.freshness(Some(vmid), max_age);
     let (vm, bootstrap_iso) = if task == Some(TaskFacts::Running) {
         (VmPresence::NotReserved, None)
     } else {
@@ -254,7 +265,11 @@ impl Act<'_> {
             (DeleteStep::StopVm, Some(v)) => {
                 out.message = format!("stopping VM {}", v.vmid);
                 match self.view.stop(&v.node, v.vmid, &StopRequest::default()).await {
-                    Ok(upid) => self.wait_for(&mut out.record, &upid, Expect::Stopped),
+                    // Read from its task when it should be done: the list's power state lags.
+                    Ok(upid) => {
+                        out.record.task = Some(upid.to_string());
+                        Next::After(self.view.next_look(&upid.task_type, Duration::ZERO))
+                    }
                     Err(e) if e.is_not_found() => Next::Now,
                     Err(e) => return Err(VmError::proxmox(format!("stopping VM {}", v.vmid))(e)),
                 }

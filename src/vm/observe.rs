@@ -49,6 +49,17 @@ pub async fn look(
                 // PVE names a VM in `/cluster/resources` from pvestatd's last cycle: a clone that
                 // ended since still shows as `VM <vmid>` for up to ten seconds. Before calling
                 // the VM someone else's, its config says.
+                // A placeholder name (pvestatd has not named it yet) of a VM whose config this
+                // process read under the owner's name: ours, without reading it again.
+                VmPresence::Foreign { name: listed_name }
+                    if !listed.config.template
+                        && placeholder(vmid, listed_name.as_deref())
+                        && view.known_name(vmid).as_deref() == Some(name) =>
+                {
+                    let mut vm = listed;
+                    vm.config.name = Some(name.to_owned());
+                    (VmPresence::Ours(Box::new(vm)), look.booted)
+                }
                 VmPresence::Foreign { .. } if !listed.config.template => {
                     // (The config is read once and kept: a foreign VM's too, which is cheap.)
                     match view.config(&node, vmid).await? {
@@ -66,6 +77,12 @@ pub async fn look(
             }
         }
     })
+}
+
+/// Whether `name` is what `/cluster/resources` shows for a VM pvestatd has not named yet (none,
+/// or `VM <vmid>`).
+fn placeholder(vmid: u32, name: Option<&str>) -> bool {
+    name.is_none_or(|n| n == format!("VM {vmid}"))
 }
 
 /// Where the ISO an import or deletion recorded in `upid` works on lives: remembered by the

@@ -326,6 +326,10 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
     if let Some(log) = &shared.log {
         let line = json!({
             "ts": crate::tasks::now_epoch(),
+            // Milliseconds since the epoch: the order and spacing of one client's requests.
+            "ts_ms": std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis()),
             "method": method.as_str(),
             "path": raw_path,
             "endpoint": outcome.endpoint,

@@ -95,6 +95,8 @@ pub struct ProxmoxView {
     iso_at: Mutex<HashMap<u32, (String, String)>>,
     iso_deletions: Mutex<HashMap<u32, String>>,
     isos_removed: Mutex<HashSet<u32>>,
+    /// The names read in configs this process dropped from its cache ([`Self::iso_removed`]).
+    names: Mutex<HashMap<u32, String>>,
     cloned: Mutex<HashSet<u32>>,
     /// Owners waiting for their VM's state.
     pub waits: watch::Waits,
@@ -159,6 +161,7 @@ impl ProxmoxView {
             iso_at: Mutex::default(),
             iso_deletions: Mutex::default(),
             isos_removed: Mutex::default(),
+            names: Mutex::default(),
             cloned: Mutex::default(),
             waits: watch::Waits::default(),
             guests: guests::Guests::default(),
@@ -404,8 +407,21 @@ impl ProxmoxView {
     /// its cached config is dropped, and its deletion does not look for the ISO (in memory
     /// only: after a restart the storages are listed again).
     pub fn iso_removed(&self, vmid: u32) {
+        // Its name is kept: a list read before pvestatd named the VM must not cost a config read.
+        if let Some(name) = lock(&self.configs).get(&vmid).and_then(|c| c.config.name.clone()) {
+            lock(&self.names).insert(vmid, name);
+        }
         self.forget_config(vmid);
         lock(&self.isos_removed).insert(vmid);
+    }
+
+    /// VM `vmid`'s name as this process last read it in its config (cached, or kept when the
+    /// config was dropped).
+    pub fn known_name(&self, vmid: u32) -> Option<String> {
+        lock(&self.configs)
+            .get(&vmid)
+            .and_then(|c| c.config.name.clone())
+            .or_else(|| lock(&self.names).get(&vmid).cloned())
     }
 
     /// Whether VM `vmid`'s seed ISO is known to be gone for good ([`Self::iso_removed`]).
@@ -423,6 +439,7 @@ impl ProxmoxView {
     /// Forgets everything about VM `vmid` (its owner is gone).
     pub fn forget_vm(&self, vmid: u32) {
         lock(&self.isos_removed).remove(&vmid);
+        lock(&self.names).remove(&vmid);
         lock(&self.cloned).remove(&vmid);
         lock(&self.iso_at).remove(&vmid);
         lock(&self.iso_deletions).remove(&vmid);

@@ -1,8 +1,11 @@
 //! Looking at a task this process (or an earlier one) recorded: first by its effect — in the
-//! shared list (a clone, stop or destroy), or in a storage listing the caller checked (an ISO
-//! import or deletion) — and only when that does not tell, by asking Proxmox for the task. A task
-//! that ends is learned from ([`super::timing`]) and makes what it changed stale; a start that
-//! ended well is laid over the lists read before it instead ([`super::writes::Writes::started`]).
+//! shared list (a clone or destroy: what the cluster's VM list shows at once), or in a storage
+//! listing the caller checked (an ISO import or deletion) — and only when that does not tell, by
+//! asking Proxmox for the task. A power change (start, stop, shutdown, …) is read from its task
+//! when it should be done: the list's power state comes from pvestatd and lags by up to ~10 s.
+//! A task that ends is learned from ([`super::timing`]) and makes what it changed stale; a power
+//! change that ended well is laid over the lists read before it instead
+//! ([`super::writes::Writes::confirmed`]).
 
 use std::time::Duration;
 
@@ -44,30 +47,25 @@ pub struct TaskLook {
     pub age: Duration,
 }
 
-/// Whether a task of this type leaves the VM running when it succeeds.
-fn starts_vm(task_type: &str) -> bool {
-    matches!(task_type, "qmstart" | "qmresume")
-}
-
-/// The power state a task of this type leaves the VM in when it succeeds, for the ones confirmed
-/// by their task alone (`None`: a stop or anything else, which the list shows).
+/// The power state a task of this type leaves the VM in when it succeeds: such tasks are
+/// confirmed by their task alone, read when they should be done (`None`: not a power change).
 fn leaves(task_type: &str) -> Option<super::Power> {
     match task_type {
         "qmstart" | "qmresume" | "qmreboot" | "qmreset" => Some(super::Power::Running),
         "qmpause" => Some(super::Power::Paused),
+        "qmstop" | "qmshutdown" => Some(super::Power::Stopped),
         _ => None,
     }
 }
 
 /// The VM state that shows a task of this type is over (`None`: only the task can tell).
 ///
-/// A start (or resume) is confirmed by its task alone, not by the list: Proxmox may report a
-/// failed start of a VM that runs anyway, which is worth a warning, so its task is read in any
-/// case — and a task that ended well tells that the VM runs.
+/// A power change is confirmed by its task alone, not by the list: the list's power state lags
+/// (pvestatd), and Proxmox may report a failed start of a VM that runs anyway, which is worth a
+/// warning, so its task is read in any case — and a task that ended well tells the new state.
 pub fn effect_of(task_type: &str) -> Option<Expect> {
     match task_type {
         "qmclone" => Some(Expect::CloneDone),
-        "qmstop" | "qmshutdown" => Some(Expect::Stopped),
         "qmdestroy" => Some(Expect::Gone),
         _ => None,
     }
@@ -121,9 +119,10 @@ impl ProxmoxView {
             self.task_done(&key, took);
             return Ok(Some(look(TaskFacts::Succeeded)));
         }
-        // A start is read when it should be done (a pass that comes earlier waits without a request).
-        let starts = starts_vm(&upid.task_type);
-        if starts && age + FIRST_LOOK_SLACK < self.timing.first_look(&key).min(self.settings.look_max) {
+        // A power change is read when it should be done (a pass that comes earlier waits without a
+        // request).
+        let power_change = leaves(&upid.task_type).is_some();
+        if power_change && age + FIRST_LOOK_SLACK < self.timing.first_look(&key).min(self.settings.look_max) {
             return Ok(Some(look(TaskFacts::Running)));
         }
         let facts = self.ask_for_task(raw, &upid, &key, age).await?;
@@ -204,6 +203,9 @@ mod tests {
     fn effects_of_task_types() {
         assert_eq!(effect_of("qmclone"), Some(Expect::CloneDone));
         assert_eq!(effect_of("qmstart"), None, "confirmed by its task");
+        assert_eq!(effect_of("qmstop"), None, "the list's power state lags: its task");
+        assert_eq!(effect_of("qmshutdown"), None);
+        assert_eq!(leaves("qmstop"), Some(super::super::Power::Stopped));
         assert_eq!(effect_of("qmdestroy"), Some(Expect::Gone));
         assert_eq!(effect_of("qmconfig"), None);
         assert_eq!(effect_of("imgcopy"), None);

@@ -76,6 +76,29 @@ fn reserve_in_process(endpoint: &str, vmid: u32, machine: &str) -> bool {
     }
 }
 
+/// How long an answer of `/cluster/nextid` serves further reservations of this process.
+const NEXT_ID_REUSE: Duration = Duration::from_secs(2);
+
+/// The last `/cluster/nextid` answer per Proxmox API endpoint, and when it came.
+static NEXT_ID: LazyLock<Mutex<HashMap<String, (u32, Instant)>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn recent_next_id(endpoint: &str) -> Option<u32> {
+    NEXT_ID
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(endpoint)
+        .filter(|(_, at)| at.elapsed() < NEXT_ID_REUSE)
+        .map(|(v, _)| *v)
+}
+
+fn remember_next_id(endpoint: &str, vmid: u32) {
+    NEXT_ID
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(endpoint.to_owned(), (vmid, Instant::now()));
+}
+
 async fn free_vmid<A: Adapter>(
     env: &Env<'_, A>,
     resources: &[ClusterResource],
@@ -89,17 +112,25 @@ async fn free_vmid<A: Adapter>(
         Err(e) => return Ok(Err(e.to_string())),
         Ok(VmidChoice::Candidates(c)) => c,
         Ok(VmidChoice::ProxmoxNext) => {
-            let first = env
-                .view
-                .client()
-                .next_id()
-                .await
-                .map_err(VmError::proxmox("asking Proxmox for the next free VMID"))?;
+            let (first, asked) = match recent_next_id(&endpoint) {
+                Some(first) => (first, false),
+                None => {
+                    let first = env
+                        .view
+                        .client()
+                        .next_id()
+                        .await
+                        .map_err(VmError::proxmox("asking Proxmox for the next free VMID"))?;
+                    remember_next_id(&endpoint, first);
+                    (first, true)
+                }
+            };
             // Proxmox's answer is free right now; a VMID after it that is neither listed nor
             // recorded nor handed out here is free as far as anyone can tell (the clone refuses
-            // a taken one, and the machine then reserves again).
+            // a taken one, and the machine then reserves again). An answer a moment old serves
+            // the reservations that come with it: one `nextid` for a batch of machines.
             let vmid = (first..)
-                .filter(|v| *v == first || !taken.contains(v))
+                .filter(|v| (asked && *v == first) || !taken.contains(v))
                 .filter(|v| !recently_reserved(&endpoint, *v, &me))
                 .take(VMID_PROBES)
                 .find(|v| reserve_in_process(&endpoint, *v, &me));
@@ -304,6 +335,15 @@ async fn existing<A: Adapter>(env: &Env<'_, A>, node: &str, vmid: u32) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nextid_answer_serves_the_reservations_that_come_with_it() {
+        let ep = "https://nextid-unit-test.invalid:8006/api2/json";
+        assert_eq!(recent_next_id(ep), None);
+        remember_next_id(ep, 123);
+        assert_eq!(recent_next_id(ep), Some(123));
+        assert_eq!(recent_next_id("https://other-nextid.invalid/api2/json"), None);
+    }
 
     #[test]
     fn in_process_reservations_keep_concurrent_machines_apart() {
