@@ -142,7 +142,7 @@ fn template(pvm: &ProxmoxVirtualMachine, snap: &Snapshot) -> Result<TemplateSour
             .filter(|r| r.vmid.and_then(|v| i32::try_from(v).ok()) == Some(*id))
             .collect(),
         (None, Some(name)) => templates.filter(|r| r.name.as_deref() == Some(name)).collect(),
-        (None, None) => return Err("set templateID, templateSelector or templateName".into()),
+        (None, None) => return Err("set templateID, templateSelector, templateName or imageRef".into()),
     };
     let what = match (&spec.template_id, &spec.template_name) {
         (Some(id), _) => format!("template {id}"),
@@ -163,6 +163,29 @@ fn template(pvm: &ProxmoxVirtualMachine, snap: &Snapshot) -> Result<TemplateSour
                 .join(", ")
         )),
     }
+}
+
+/// How often a VM waiting for its image looks at it again (images are not watched).
+pub const IMAGE_POLL: Duration = Duration::from_secs(2);
+
+/// The template of the image `spec.imageRef` names (`Err` inside: why there is none yet).
+async fn image_template(
+    kube: &kube::Client,
+    pvm: &ProxmoxVirtualMachine,
+) -> Result<Result<crate::vm::template::TemplateRef, String>, VirtualMachineError> {
+    let Some(r) = &pvm.spec.image_ref else {
+        return Ok(Err("no imageRef".into()));
+    };
+    let ns = pvm.namespace().unwrap_or_default();
+    let img = kube::api::Api::<capmox_api::vm::ProxmoxVMImage>::namespaced(kube.clone(), &ns)
+        .get_opt(&r.name)
+        .await
+        .map_err(VirtualMachineError::kube(format!("getting ProxmoxVMImage {ns}/{}", r.name)))?;
+    let prefer = pvm.spec.allowed_nodes.clone().unwrap_or_default();
+    Ok(match img {
+        Some(img) => crate::image::resolve::template_of(&img, &prefer),
+        None => Err(format!("ProxmoxVMImage {ns}/{} does not exist", r.name)),
+    })
 }
 
 /// Runs one pass on `pvm` (a working copy that receives the status).
@@ -219,6 +242,19 @@ pub async fn provision(
         }
     }
     let source = match &snap {
+        Some(_) if pvm.spec.image_ref.is_some() => {
+            let found = image_template(inp.kube, pvm).await?;
+            if let Err(message) = &found
+                && refused.is_none()
+            {
+                refused = Some(Failure {
+                    reason: Reason::Owner(crate::image::resolve::WAITING_FOR_IMAGE_REASON),
+                    message: message.clone(),
+                    retry_after: Some(retry.min(IMAGE_POLL)),
+                });
+            }
+            found.map(TemplateSource::Fixed)
+        }
         Some(s) => template(pvm, s),
         None => Err("the VM exists: no template needed".into()),
     };
