@@ -34,17 +34,21 @@ async fn an_image_becomes_a_template_that_a_vm_clones_and_a_second_image_reuses(
     ih.files.hold_after(100);
     ih.create("noble", ih.spec()).await.unwrap();
     ih.wait_phase("noble", ImagePhase::Downloading, 60).await;
-    ih.h
-        .create("web", json!({"imageRef": {"name": "noble"}, "memoryMiB": 1024,
-            "network": {"networkDevices": [{"name": "net0", "bridge": "vmbr0"}]}}))
-        .await;
-    let waiting = ih
-        .h
-        .wait("web", 60, "waiting for its image", |p| {
+    ih.h.create(
+        "web",
+        json!({"imageRef": {"name": "noble"}, "memoryMiB": 1024,
+            "network": {"networkDevices": [{"name": "net0", "bridge": "vmbr0"}]}}),
+    )
+    .await;
+    let waiting =
+        ih.h.wait("web", 60, "waiting for its image", |p| {
             vm_reason(p).is_some_and(|(r, _)| r == "WaitingForImage")
         })
         .await;
-    assert!(vm_reason(&waiting).unwrap().1.contains("ProxmoxVMImage noble"), "{waiting:?}");
+    assert!(
+        vm_reason(&waiting).unwrap().1.contains("ProxmoxVMImage noble"),
+        "{waiting:?}"
+    );
     assert_eq!(waiting.status.unwrap().phase, Some(VmPhase::Pending));
     ih.files.release();
 
@@ -56,10 +60,21 @@ async fn an_image_becomes_a_template_that_a_vm_clones_and_a_second_image_reuses(
     assert_eq!(ready(&img).unwrap().1, "TemplateReady");
     assert_eq!(ih.templates_named("noble-tmpl"), [vmid]);
     let vm = st.vm(vmid).unwrap();
-    assert!(vm.config["tags"].contains("capmox-image_sha256-"), "{:?}", vm.config);
-    assert!(vm.config["scsi0"].starts_with(&format!("local-lvm:base-{vmid}-disk-0")), "{:?}", vm.config);
+    assert!(
+        vm.config["tags"].contains("capmox-image_sha256-"),
+        "{:?}",
+        vm.config
+    );
+    assert!(
+        vm.config["scsi0"].starts_with(&format!("local-lvm:base-{vmid}-disk-0")),
+        "{:?}",
+        vm.config
+    );
     assert!(vm.config["scsi0"].ends_with("size=2G"), "{:?}", vm.config);
-    assert!(ih.import_files().is_empty(), "the downloaded file is removed once the template exists");
+    assert!(
+        ih.import_files().is_empty(),
+        "the downloaded file is removed once the template exists"
+    );
     assert_eq!(st.request_count(DOWNLOAD), 1);
 
     // The VM clones the image's template and runs.
@@ -78,17 +93,27 @@ async fn an_image_becomes_a_template_that_a_vm_clones_and_a_second_image_reuses(
     let s = again.status.unwrap();
     assert_eq!(s.template_vmid, Some(i64::from(vmid)));
     assert_eq!(s.templates.unwrap()[0].reused, Some(true));
-    assert_eq!(st.request_count(DOWNLOAD), 1, "a reused template downloads nothing");
+    assert_eq!(
+        st.request_count(DOWNLOAD),
+        1,
+        "a reused template downloads nothing"
+    );
 
     // Deleting the image that reused the template leaves it; deleting its maker removes it.
-    ih.images().delete("noble-again", &Default::default()).await.unwrap();
+    ih.images()
+        .delete("noble-again", &Default::default())
+        .await
+        .unwrap();
     ih.wait_gone("noble-again", 60).await;
     assert_eq!(ih.templates_named("noble-tmpl"), [vmid]);
     ih.h.pvms().delete("web", &Default::default()).await.unwrap();
     ih.h.wait_gone("web", 60).await;
     ih.images().delete("noble", &Default::default()).await.unwrap();
     ih.wait_gone("noble", 60).await;
-    assert!(ih.templates_named("noble-tmpl").is_empty(), "the template went with its image");
+    assert!(
+        ih.templates_named("noble-tmpl").is_empty(),
+        "the template went with its image"
+    );
     assert!(st.leftovers().is_empty(), "{:?}", st.leftovers());
     ih.stop().await;
 }
@@ -105,13 +130,21 @@ async fn a_checksum_mismatch_fails_and_leaves_nothing_in_proxmox() {
     assert_eq!((status.as_str(), reason.as_str()), ("False", "ChecksumMismatch"));
     assert!(message.contains("checksum mismatch: got '"), "{message}");
     assert!(ih.templates_named("noble-tmpl").is_empty());
-    assert!(st.leftovers().is_empty(), "nothing half-made: {:?}", st.leftovers());
+    assert!(
+        st.leftovers().is_empty(),
+        "nothing half-made: {:?}",
+        st.leftovers()
+    );
     // It stays failed (no retry loop) until the spec changes: a fixed checksum then succeeds.
     let downloads = st.request_count(DOWNLOAD);
     let mut fixed = ih.spec();
     fixed["templateName"] = json!("fixed-tmpl");
     ih.images()
-        .patch("bad", &Default::default(), &kube::api::Patch::Merge(&json!({"spec": fixed})))
+        .patch(
+            "bad",
+            &Default::default(),
+            &kube::api::Patch::Merge(&json!({"spec": fixed})),
+        )
         .await
         .unwrap();
     ih.wait_phase("bad", ImagePhase::Ready, 60).await;
@@ -126,9 +159,21 @@ async fn bad_input_gets_an_admission_error_or_a_clear_condition() {
     let st = ih.h.sim.state();
     // Refused by the API server.
     for (what, patch, expect) in [
-        ("a URL that is not http(s)", json!({"url": "ftp://example.com/noble.qcow2"}), "url"),
-        ("a checksum without its algorithm", json!({"checksumAlgorithm": null}), "checksum and checksumAlgorithm go together"),
-        ("node and nodes", json!({"nodes": ["pve2"]}), "set exactly one of node and nodes"),
+        (
+            "a URL that is not http(s)",
+            json!({"url": "ftp://example.com/noble.qcow2"}),
+            "url",
+        ),
+        (
+            "a checksum without its algorithm",
+            json!({"checksumAlgorithm": null}),
+            "checksum and checksumAlgorithm go together",
+        ),
+        (
+            "node and nodes",
+            json!({"nodes": ["pve2"]}),
+            "set exactly one of node and nodes",
+        ),
     ] {
         let mut spec = ih.spec();
         if let (Some(s), Some(p)) = (spec.as_object_mut(), patch.as_object()) {
@@ -155,12 +200,17 @@ async fn bad_input_gets_an_admission_error_or_a_clear_condition() {
     spec["storage"] = json!("shared");
     ih.create("no-import-content", spec).await.unwrap();
     let img = ih.wait_phase("no-import-content", ImagePhase::Failed, 60).await;
-    assert!(ready(&img).unwrap().2.contains("is not configured for content-type 'import'"), "{img:?}");
+    assert!(
+        ready(&img)
+            .unwrap()
+            .2
+            .contains("is not configured for content-type 'import'"),
+        "{img:?}"
+    );
     // A VM naming an image that does not exist waits with a clear reason.
     ih.h.create("orphan", json!({"imageRef": {"name": "nope"}})).await;
-    let p = ih
-        .h
-        .wait("orphan", 60, "waiting for a missing image", |p| {
+    let p =
+        ih.h.wait("orphan", 60, "waiting for a missing image", |p| {
             vm_reason(p).is_some_and(|(r, m)| r == "WaitingForImage" && m.contains("does not exist"))
         })
         .await;

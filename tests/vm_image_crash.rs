@@ -45,7 +45,10 @@ async fn blocked_or_ready(ih: &ImageHarness, name: &str) -> bool {
         if phase_is(ih, name, ImagePhase::Ready).await {
             return st.blocked_requests() > 0;
         }
-        assert!(Instant::now() < deadline, "timed out waiting for a blocked request or {name} Ready");
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for a blocked request or {name} Ready"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -97,13 +100,27 @@ async fn an_import_survives_a_crash_between_any_two_proxmox_calls() {
         }
         let img = ih.wait_phase(&name, ImagePhase::Ready, 60).await;
         let vmid = u32::try_from(img.status.unwrap().template_vmid.unwrap()).unwrap();
-        assert_eq!(ih.templates_named(&format!("tmpl-{k}")), [vmid], "{what}: one template");
-        assert!(st.non_template_vmids().is_empty(), "{what}: no other VM: {:?}", st.non_template_vmids());
-        wait_true(30, &format!("no file left ({what})"), || async { ih.import_files().is_empty() }).await;
+        assert_eq!(
+            ih.templates_named(&format!("tmpl-{k}")),
+            [vmid],
+            "{what}: one template"
+        );
+        assert!(
+            st.non_template_vmids().is_empty(),
+            "{what}: no other VM: {:?}",
+            st.non_template_vmids()
+        );
+        wait_true(30, &format!("no file left ({what})"), || async {
+            ih.import_files().is_empty()
+        })
+        .await;
         // Deleting it leaves nothing of it.
         ih.images().delete(&name, &Default::default()).await.unwrap();
         ih.wait_gone(&name, 60).await;
-        assert!(ih.templates_named(&format!("tmpl-{k}")).is_empty(), "{what}: template deleted");
+        assert!(
+            ih.templates_named(&format!("tmpl-{k}")).is_empty(),
+            "{what}: template deleted"
+        );
         if !crashed {
             break;
         }

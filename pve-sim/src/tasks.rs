@@ -179,11 +179,7 @@ fn finish(c: &mut Cluster, task_upid: &str, run: TaskRun, rollback: Option<TaskR
         if let Some(rb) = rollback {
             rb(c);
         }
-        let kind = c
-            .tasks
-            .get(task_upid)
-            .map(|t| t.kind.clone())
-            .unwrap_or_default();
+        let kind = c.tasks.get(task_upid).map(|t| t.kind.clone()).unwrap_or_default();
         if kind == "qmclone" {
             Err("clone failed: injected task failure".to_string())
         } else {

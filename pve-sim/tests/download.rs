@@ -16,8 +16,10 @@ const SHA256_OF_ABC: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb41
 
 /// A simulator whose `local` storage also takes `import` content.
 async fn sim(version: PveVersion) -> Sim {
-    let mut scenario = Scenario::default();
-    scenario.version = version;
+    let mut scenario = Scenario {
+        version,
+        ..Scenario::default()
+    };
     for s in &mut scenario.storages {
         if s.name == "local" {
             s.content = "iso,vztmpl,backup,import".into();
@@ -81,9 +83,15 @@ async fn a_download_verifies_its_checksum_and_lands_as_import_content() {
         let log = log_of(&s, &upid).await;
         assert_eq!(
             log[0],
-            format!("downloading {} to /var/lib/vz/import/noble.qcow2", files.url("noble.qcow2"))
+            format!(
+                "downloading {} to /var/lib/vz/import/noble.qcow2",
+                files.url("noble.qcow2")
+            )
         );
-        assert!(log.iter().any(|l| l.starts_with("Length: 4096 (4.0K)")), "{log:?}");
+        assert!(
+            log.iter().any(|l| l.starts_with("Length: 4096 (4.0K)")),
+            "{log:?}"
+        );
         assert!(log.iter().any(|l| l.contains("100%")), "{log:?}");
         assert!(log.contains(&"calculating checksum...OK, checksum verified".to_owned()));
         assert_eq!(log.last().unwrap(), "TASK OK");
@@ -105,7 +113,12 @@ async fn a_download_verifies_its_checksum_and_lands_as_import_content() {
         )
         .await;
         assert_eq!(s.wait_task(&again).await, "OK");
-        assert!(log_of(&s, &again).await.iter().any(|l| l.contains("no need to download")));
+        assert!(
+            log_of(&s, &again)
+                .await
+                .iter()
+                .any(|l| l.contains("no need to download"))
+        );
         assert_eq!(files.requests().len(), 1, "no second fetch");
         // ... and without one PVE refuses to overwrite it.
         let refused = upid_of(
@@ -136,9 +149,16 @@ async fn a_checksum_mismatch_or_a_bad_image_fails_the_task_and_leaves_nothing() 
     )
     .await;
     let status = s.wait_task(&upid).await;
-    assert_eq!(status, format!("checksum mismatch: got '{SHA256_OF_ABC}' != expect '00'"));
+    assert_eq!(
+        status,
+        format!("checksum mismatch: got '{SHA256_OF_ABC}' != expect '00'")
+    );
     let log = log_of(&s, &upid).await;
-    assert_eq!(log[log.len() - 2], status, "the error is the last line before TASK ERROR");
+    assert_eq!(
+        log[log.len() - 2],
+        status,
+        "the error is the last line before TASK ERROR"
+    );
     let bad = upid_of(
         &s,
         "/nodes/pve1/storage/local/download-url",
@@ -156,9 +176,19 @@ async fn a_checksum_mismatch_or_a_bad_image_fails_the_task_and_leaves_nothing() 
     )
     .await;
     let st = s.wait_task(&missing).await;
-    assert!(st.starts_with("download failed: command 'wget --progress=dot:giga -O /var/lib/vz/import/nope.raw.tmp_dwnl."), "{st}");
+    assert!(
+        st.starts_with(
+            "download failed: command 'wget --progress=dot:giga -O /var/lib/vz/import/nope.raw.tmp_dwnl."
+        ),
+        "{st}"
+    );
     assert!(st.ends_with("failed: exit code 8"), "{st}");
-    assert!(log_of(&s, &missing).await.iter().any(|l| l.ends_with("ERROR 404: Not Found.")));
+    assert!(
+        log_of(&s, &missing)
+            .await
+            .iter()
+            .any(|l| l.ends_with("ERROR 404: Not Found."))
+    );
     assert!(s.server.state().file_volumes().is_empty(), "no file left");
     s.server.shutdown().await;
 }
@@ -168,24 +198,67 @@ async fn download_url_checks_its_parameters_and_the_storage_first() {
     let s = sim(PveVersion::V9_1).await;
     let post = |body: serde_json::Value, storage: &'static str| {
         let s = &s;
-        async move { s.post(&format!("/nodes/pve1/storage/{storage}/download-url"), body).await }
+        async move {
+            s.post(&format!("/nodes/pve1/storage/{storage}/download-url"), body)
+                .await
+        }
     };
-    let r = post(json!({"url": "ftp://x/a.qcow2", "content": "import", "filename": "a.qcow2"}), "local").await;
+    let r = post(
+        json!({"url": "ftp://x/a.qcow2", "content": "import", "filename": "a.qcow2"}),
+        "local",
+    )
+    .await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json["errors"]["url"], "value does not match the regex pattern");
-    let r = post(json!({"url": "http://x/a.qcow2", "content": "import", "filename": "a.qcow2", "checksum": "ab"}), "local").await;
+    let r = post(
+        json!({"url": "http://x/a.qcow2", "content": "import", "filename": "a.qcow2", "checksum": "ab"}),
+        "local",
+    )
+    .await;
     assert_eq!(r.status, 400);
-    assert_eq!(r.json["errors"]["checksum-algorithm"], "missing property required by 'checksum'");
-    let r = post(json!({"url": "http://x/a.img", "content": "import", "filename": "a.img"}), "local").await;
+    assert_eq!(
+        r.json["errors"]["checksum-algorithm"],
+        "missing property required by 'checksum'"
+    );
+    let r = post(
+        json!({"url": "http://x/a.img", "content": "import", "filename": "a.img"}),
+        "local",
+    )
+    .await;
     assert_eq!(r.status, 400);
-    assert_eq!(r.json["errors"]["filename"], "invalid filename or wrong extension");
-    let r = post(json!({"url": "http://x/a.qcow2", "content": "import", "filename": "a.qcow2"}), "nfs-iso").await;
+    assert_eq!(
+        r.json["errors"]["filename"],
+        "invalid filename or wrong extension"
+    );
+    let r = post(
+        json!({"url": "http://x/a.qcow2", "content": "import", "filename": "a.qcow2"}),
+        "nfs-iso",
+    )
+    .await;
     assert_eq!(r.status, 500);
-    assert!(r.body.contains("storage 'nfs-iso' is not configured for content-type 'import'"), "{}", r.body);
-    let r = post(json!({"url": "http://x/a.qcow2", "content": "import", "filename": "a.qcow2"}), "local-lvm").await;
+    assert!(
+        r.body
+            .contains("storage 'nfs-iso' is not configured for content-type 'import'"),
+        "{}",
+        r.body
+    );
+    let r = post(
+        json!({"url": "http://x/a.qcow2", "content": "import", "filename": "a.qcow2"}),
+        "local-lvm",
+    )
+    .await;
     assert_eq!(r.status, 500);
-    assert!(r.body.contains("can't upload to storage type 'lvmthin', not a file based storage!"), "{}", r.body);
-    let r = post(json!({"url": "http://x/a.qcow2", "content": "import", "filename": "a.qcow2"}), "nope").await;
+    assert!(
+        r.body
+            .contains("can't upload to storage type 'lvmthin', not a file based storage!"),
+        "{}",
+        r.body
+    );
+    let r = post(
+        json!({"url": "http://x/a.qcow2", "content": "import", "filename": "a.qcow2"}),
+        "nope",
+    )
+    .await;
     assert_eq!(r.status, 500);
     assert!(r.body.contains("storage 'nope' does not exist"), "{}", r.body);
     assert_eq!(s.server.state().running_tasks(), 0);
@@ -213,7 +286,10 @@ async fn progress_lines_appear_while_the_download_runs_and_a_stop_leaves_nothing
             assert!(l.contains(" 40% "), "{l}");
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "no progress line: {log:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no progress line: {log:?}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let node = "pve1";
@@ -221,7 +297,10 @@ async fn progress_lines_appear_while_the_download_runs_and_a_stop_leaves_nothing
     assert_eq!(s.delete(&format!("/nodes/{node}/tasks/{enc}")).await.status, 200);
     assert_eq!(s.wait_task(&upid).await, "interrupted by signal");
     files.release();
-    assert!(s.server.state().file_volumes().is_empty(), "an interrupted download leaves nothing");
+    assert!(
+        s.server.state().file_volumes().is_empty(),
+        "an interrupted download leaves nothing"
+    );
     s.server.shutdown().await;
 }
 
@@ -240,12 +319,25 @@ async fn a_vm_created_with_import_from_gets_the_image_and_becomes_a_template() {
         assert_eq!(s.wait_task(&dl).await, "OK");
         // The special syntax and the source's content type are checked before the task.
         let r = s
-            .post("/nodes/pve1/qemu", json!({"vmid": 500, "scsi0": "local-lvm:8,import-from=local:import/noble.qcow2"}))
+            .post(
+                "/nodes/pve1/qemu",
+                json!({"vmid": 500, "scsi0": "local-lvm:8,import-from=local:import/noble.qcow2"}),
+            )
             .await;
         assert_eq!(r.status, 400);
-        assert!(r.json["errors"]["scsi0"].as_str().unwrap().contains("requires special syntax"), "{}", r.body);
+        assert!(
+            r.json["errors"]["scsi0"]
+                .as_str()
+                .unwrap()
+                .contains("requires special syntax"),
+            "{}",
+            r.body
+        );
         let r = s
-            .post("/nodes/pve1/qemu", json!({"vmid": 500, "scsi0": "local-lvm:0,import-from=local:iso/x.iso"}))
+            .post(
+                "/nodes/pve1/qemu",
+                json!({"vmid": 500, "scsi0": "local-lvm:0,import-from=local:iso/x.iso"}),
+            )
             .await;
         assert_eq!(r.status, 400);
         assert_eq!(
@@ -262,19 +354,35 @@ async fn a_vm_created_with_import_from_gets_the_image_and_becomes_a_template() {
         .await;
         assert_eq!(s.wait_task(&create).await, "OK");
         let log = log_of(&s, &create).await;
-        assert!(log.contains(&"create full clone of drive (local:import/noble.qcow2)".to_owned()), "{log:?}");
+        assert!(
+            log.contains(&"create full clone of drive (local:import/noble.qcow2)".to_owned()),
+            "{log:?}"
+        );
         let cfg = s.get("/nodes/pve1/qemu/500/config").await;
-        assert_eq!(cfg.json["data"]["scsi0"], "local-lvm:vm-500-disk-0,discard=on,size=3G");
+        assert_eq!(
+            cfg.json["data"]["scsi0"],
+            "local-lvm:vm-500-disk-0,discard=on,size=3G"
+        );
         let t = upid_of(&s, "/nodes/pve1/qemu/500/template", json!({})).await;
         assert_eq!(s.wait_task(&t).await, "OK");
         let cfg = s.get("/nodes/pve1/qemu/500/config").await;
         assert_eq!(cfg.json["data"]["template"], 1);
-        assert_eq!(cfg.json["data"]["scsi0"], "local-lvm:base-500-disk-0,discard=on,size=3G");
+        assert_eq!(
+            cfg.json["data"]["scsi0"],
+            "local-lvm:base-500-disk-0,discard=on,size=3G"
+        );
         // A linked clone of the new template works.
-        let c = upid_of(&s, "/nodes/pve1/qemu/500/clone", json!({"newid": 501, "name": "n1"})).await;
+        let c = upid_of(
+            &s,
+            "/nodes/pve1/qemu/500/clone",
+            json!({"newid": 501, "name": "n1"}),
+        )
+        .await;
         assert_eq!(s.wait_task(&c).await, "OK");
         // The file is import content that can go now.
-        let del = s.delete("/nodes/pve1/storage/local/content/local:import/noble.qcow2").await;
+        let del = s
+            .delete("/nodes/pve1/storage/local/content/local:import/noble.qcow2")
+            .await;
         assert_eq!(del.status, 200, "{}", del.body);
         s.server.shutdown().await;
     }

@@ -58,7 +58,10 @@ fn fingerprint(img: &ProxmoxVMImage) -> u64 {
 }
 
 async fn crd_served(client: &kube::Client) -> bool {
-    match client.list_api_group_resources(&format!("{GROUP}/{VERSION}")).await {
+    match client
+        .list_api_group_resources(&format!("{GROUP}/{VERSION}"))
+        .await
+    {
         Ok(list) => list.resources.iter().any(|r| r.name == IMAGE_PLURAL),
         Err(_) => false,
     }
@@ -71,7 +74,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let mut logged = false;
     while !crd_served(&client).await {
         if !logged {
-            tracing::info!("{IMAGE_PLURAL}.{GROUP} is not served; the ProxmoxVMImage controller waits for it");
+            tracing::info!(
+                "{IMAGE_PLURAL}.{GROUP} is not served; the ProxmoxVMImage controller waits for it"
+            );
             logged = true;
         }
         tokio::select! {
@@ -121,14 +126,19 @@ async fn client(ic: &ImgCtx, img: &ProxmoxVMImage) -> Result<Client, ImageError>
     let ctx = &ic.ctx;
     let Some(r) = img.spec.credentials_ref.as_ref() else {
         return ctx.proxmox.global().cloned().ok_or_else(|| {
-            ImageError::Credentials("no Proxmox credentials: set spec.credentialsRef or the manager's PROXMOX_URL".into())
+            ImageError::Credentials(
+                "no Proxmox credentials: set spec.credentialsRef or the manager's PROXMOX_URL".into(),
+            )
         });
     };
     let ns = img.namespace().unwrap_or_default();
     let secret = Api::<Secret>::namespaced(ctx.client.clone(), &ns)
         .get_opt(&r.name)
         .await
-        .map_err(ImageError::kube(format!("getting credentials Secret {ns}/{}", r.name)))?
+        .map_err(ImageError::kube(format!(
+            "getting credentials Secret {ns}/{}",
+            r.name
+        )))?
         .ok_or_else(|| ImageError::Credentials(format!("credentials Secret {ns}/{} not found", r.name)))?;
     ctx.proxmox
         .for_secret(&secret)
@@ -147,11 +157,18 @@ fn params() -> PatchParams {
 }
 
 /// Writes the finalizers (when changed) and the status (when changed, as a merge patch).
-async fn persist(ic: &ImgCtx, old: &ProxmoxVMImage, new: &ProxmoxVMImage) -> Result<ProxmoxVMImage, ImageError> {
+async fn persist(
+    ic: &ImgCtx,
+    old: &ProxmoxVMImage,
+    new: &ProxmoxVMImage,
+) -> Result<ProxmoxVMImage, ImageError> {
     let mut current = old.clone();
     if old.finalizers() != new.finalizers() {
         let body = json!({"metadata": {"finalizers": new.finalizers()}});
-        match api(ic, old).patch(&old.name_any(), &params(), &Patch::Merge(&body)).await {
+        match api(ic, old)
+            .patch(&old.name_any(), &params(), &Patch::Merge(&body))
+            .await
+        {
             Ok(w) => current = w,
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(current),
             Err(e) => return Err(ImageError::kube(format!("patching {}", key_of(old)))(e)),
@@ -168,8 +185,10 @@ async fn persist(ic: &ImgCtx, old: &ProxmoxVMImage, new: &ProxmoxVMImage) -> Res
     }
     let mut status = new.status.clone().unwrap_or_default();
     status.last_updated = Some(crate::machine::now());
-    let to_value = |s: &Option<capmox_api::vm::ProxmoxVMImageStatus>| serde_json::to_value(s).unwrap_or(Value::Null);
-    let body = json!({"status": crate::merge_patch::diff(&to_value(&current.status), &to_value(&Some(status)))});
+    let to_value =
+        |s: &Option<capmox_api::vm::ProxmoxVMImageStatus>| serde_json::to_value(s).unwrap_or(Value::Null);
+    let body =
+        json!({"status": crate::merge_patch::diff(&to_value(&current.status), &to_value(&Some(status)))});
     match api(ic, old)
         .patch_status(&old.name_any(), &params(), &Patch::Merge(&body))
         .await
@@ -182,7 +201,11 @@ async fn persist(ic: &ImgCtx, old: &ProxmoxVMImage, new: &ProxmoxVMImage) -> Res
 
 async fn publish(ic: &ImgCtx, img: &ProxmoxVMImage, warning: bool, reason: &str, note: String) {
     let ev = Event {
-        type_: if warning { EventType::Warning } else { EventType::Normal },
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
         reason: reason.to_owned(),
         note: Some(note),
         action: "Reconcile".to_owned(),
@@ -207,7 +230,13 @@ fn taken(ic: &ImgCtx, img: &ProxmoxVMImage) -> Vec<i64> {
         .state()
         .iter()
         .filter(|o| o.metadata.uid != img.metadata.uid)
-        .flat_map(|o| o.status.iter().flat_map(|s| s.templates.iter().flatten()).filter_map(|t| t.template_vmid).collect::<Vec<_>>())
+        .flat_map(|o| {
+            o.status
+                .iter()
+                .flat_map(|s| s.templates.iter().flatten())
+                .filter_map(|t| t.template_vmid)
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
@@ -278,7 +307,14 @@ async fn reconcile_inner(ic: &ImgCtx, img: &mut ProxmoxVMImage) -> Result<Action
         if deleting && out.finished {
             work.finalizers_mut().retain(|f| f != IMAGE_FINALIZER);
             persist(ic, img, &work).await?;
-            publish(ic, img, false, "Deleted", "the image's template and file are gone (or retained)".into()).await;
+            publish(
+                ic,
+                img,
+                false,
+                "Deleted",
+                "the image's template and file are gone (or retained)".into(),
+            )
+            .await;
             return Ok(Action::await_change());
         }
         *img = persist(ic, img, &work).await?;

@@ -192,7 +192,9 @@ pub fn decide(f: &Facts) -> Step {
                 progress: *progress,
             };
         }
-        Some(TaskState::Failed { kind, exitstatus }) if matches!(kind.as_str(), "download" | "qmcreate" | "qmtemplate") => {
+        Some(TaskState::Failed { kind, exitstatus })
+            if matches!(kind.as_str(), "download" | "qmcreate" | "qmtemplate") =>
+        {
             return Step::Fail {
                 reason: fail_reason(kind, exitstatus),
                 message: exitstatus.clone(),
@@ -305,74 +307,164 @@ mod tests {
     #[test]
     fn the_import_goes_reserve_download_create_convert_cleanup_ready() {
         assert_eq!(decide(&facts()), Step::Reserve);
-        let f = Facts { vmid: Some(900), ..facts() };
+        let f = Facts {
+            vmid: Some(900),
+            ..facts()
+        };
         assert_eq!(decide(&f), Step::Download);
-        let f = Facts { file_present: true, ..f };
+        let f = Facts {
+            file_present: true,
+            ..f
+        };
         assert_eq!(decide(&f), Step::Create);
-        let f = Facts { vm: vm(true, false, Some("create")), ..f };
+        let f = Facts {
+            vm: vm(true, false, Some("create")),
+            ..f
+        };
         assert_eq!(decide(&f), Step::WaitForUnlock);
-        let f = Facts { vm: vm(true, false, None), ..f };
+        let f = Facts {
+            vm: vm(true, false, None),
+            ..f
+        };
         assert_eq!(decide(&f), Step::Convert);
-        let f = Facts { vm: vm(true, true, None), ..f };
+        let f = Facts {
+            vm: vm(true, true, None),
+            ..f
+        };
         assert_eq!(decide(&f), Step::DeleteFile);
-        let f = Facts { file_present: false, ..f };
+        let f = Facts {
+            file_present: false,
+            ..f
+        };
         assert_eq!(decide(&f), Step::Ready);
     }
 
     #[test]
     fn a_template_of_that_name_and_image_is_reused() {
-        let f = Facts { reusable: Some(123), ..facts() };
+        let f = Facts {
+            reusable: Some(123),
+            ..facts()
+        };
         assert_eq!(decide(&f), Step::Reuse(123));
     }
 
     #[test]
     fn tasks_come_first() {
         let running = Facts {
-            task: Some(TaskState::Running { kind: "download".into(), progress: Some(40) }),
+            task: Some(TaskState::Running {
+                kind: "download".into(),
+                progress: Some(40),
+            }),
             ..facts()
         };
-        assert_eq!(decide(&running), Step::WaitTask { kind: "download".into(), progress: Some(40) });
+        assert_eq!(
+            decide(&running),
+            Step::WaitTask {
+                kind: "download".into(),
+                progress: Some(40)
+            }
+        );
         let bad = Facts {
-            task: Some(TaskState::Failed { kind: "download".into(), exitstatus: "checksum mismatch: got 'a' != expect 'b'".into() }),
+            task: Some(TaskState::Failed {
+                kind: "download".into(),
+                exitstatus: "checksum mismatch: got 'a' != expect 'b'".into(),
+            }),
             ..facts()
         };
-        assert!(matches!(decide(&bad), Step::Fail { reason: FailReason::ChecksumMismatch, .. }));
-        let gone = Facts { task: Some(TaskState::Unknown), ..facts() };
+        assert!(matches!(
+            decide(&bad),
+            Step::Fail {
+                reason: FailReason::ChecksumMismatch,
+                ..
+            }
+        ));
+        let gone = Facts {
+            task: Some(TaskState::Unknown),
+            ..facts()
+        };
         assert_eq!(decide(&gone), Step::ForgetTask);
         assert!(FailReason::ChecksumMismatch.is_final() && !FailReason::ImportFailed.is_final());
-        assert_eq!(fail_reason("qmcreate", "unable to create VM 1 - x"), FailReason::ImportFailed);
+        assert_eq!(
+            fail_reason("qmcreate", "unable to create VM 1 - x"),
+            FailReason::ImportFailed
+        );
     }
 
     #[test]
     fn a_failure_removes_what_was_half_made_then_waits() {
-        let f = Facts { failed: true, vmid: Some(900), vm: vm(true, false, None), file_present: true, ..facts() };
+        let f = Facts {
+            failed: true,
+            vmid: Some(900),
+            vm: vm(true, false, None),
+            file_present: true,
+            ..facts()
+        };
         assert_eq!(decide(&f), Step::DestroyVm);
         let f = Facts { vm: None, ..f };
         assert_eq!(decide(&f), Step::DeleteFile);
-        let f = Facts { file_present: false, retry_left: Some(Duration::from_secs(3)), ..f };
+        let f = Facts {
+            file_present: false,
+            retry_left: Some(Duration::from_secs(3)),
+            ..f
+        };
         assert_eq!(decide(&f), Step::WaitForRetry(Duration::from_secs(3)));
-        let f = Facts { retry_left: None, ..f };
+        let f = Facts {
+            retry_left: None,
+            ..f
+        };
         assert_eq!(decide(&f), Step::Retry);
-        let f = Facts { final_failure: true, ..f };
+        let f = Facts {
+            final_failure: true,
+            ..f
+        };
         assert_eq!(decide(&f), Step::StayFailed);
     }
 
     #[test]
     fn someone_elses_vm_at_the_vmid() {
-        let f = Facts { vmid: Some(900), vm: vm(false, false, None), ..facts() };
+        let f = Facts {
+            vmid: Some(900),
+            vm: vm(false, false, None),
+            ..facts()
+        };
         assert_eq!(decide(&f), Step::ForgetVmid);
-        let f = Facts { fixed_vmid: true, ..f };
-        assert!(matches!(decide(&f), Step::Fail { reason: FailReason::VmidTaken, .. }));
+        let f = Facts {
+            fixed_vmid: true,
+            ..f
+        };
+        assert!(matches!(
+            decide(&f),
+            Step::Fail {
+                reason: FailReason::VmidTaken,
+                ..
+            }
+        ));
     }
 
     #[test]
     fn deletion_removes_the_template_only_when_asked() {
-        let f = Facts { vmid: Some(900), vm: vm(true, true, None), file_present: true, ..facts() };
+        let f = Facts {
+            vmid: Some(900),
+            vm: vm(true, true, None),
+            file_present: true,
+            ..facts()
+        };
         assert_eq!(decide_delete(&f, true), Some(Step::DestroyVm));
         assert_eq!(decide_delete(&f, false), Some(Step::DeleteFile));
-        let f = Facts { vm: vm(true, false, None), ..f };
-        assert_eq!(decide_delete(&f, false), Some(Step::DestroyVm), "a half-made VM always goes");
-        let f = Facts { vm: None, file_present: false, ..f };
+        let f = Facts {
+            vm: vm(true, false, None),
+            ..f
+        };
+        assert_eq!(
+            decide_delete(&f, false),
+            Some(Step::DestroyVm),
+            "a half-made VM always goes"
+        );
+        let f = Facts {
+            vm: None,
+            file_present: false,
+            ..f
+        };
         assert_eq!(decide_delete(&f, true), None);
     }
 }

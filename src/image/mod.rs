@@ -12,6 +12,7 @@
 pub mod decide;
 pub mod pass;
 pub mod resolve;
+pub mod summary;
 
 use capmox_api::vm::{IMAGE_TAG_PREFIX, ProxmoxVMImage};
 use kube::ResourceExt;
@@ -141,7 +142,10 @@ mod tests {
         assert_eq!(image_tag("sha256-abcd"), "capmox-image_sha256-abcd");
         assert_eq!(template_name(&img), "noble");
         let f = file_name(&img, "sha256-abcd");
-        assert!(f.starts_with("capmox-image-vms-noble-") && f.ends_with(".qcow2"), "{f}");
+        assert!(
+            f.starts_with("capmox-image-vms-noble-") && f.ends_with(".qcow2"),
+            "{f}"
+        );
         let mut no_sum = img.clone();
         no_sum.spec.checksum = None;
         assert!(image_key(&no_sum).starts_with("url-"));

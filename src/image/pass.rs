@@ -7,21 +7,17 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use capmox_api::vm::{
-    IMAGE_READY_CONDITION, ImagePhase, ImageTemplateStatus, ProxmoxVMImage, ProxmoxVMImageStatus,
-};
+use capmox_api::vm::{ImagePhase, ImageTemplateStatus, ProxmoxVMImage};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::decide::{self, FailReason, Facts, Step, TaskState, VmAt};
+use super::decide::{self, Facts, FailReason, Step, TaskState, VmAt};
 use super::{ImageError, file_name, image_key, image_tag, template_name};
-use crate::conditions::{self, Desired};
 use crate::proxmox::types::{ConfigUpdate, DeleteVmOptions, DownloadUrlRequest};
 use crate::proxmox::view::{Freshness, ProxmoxView};
 use crate::proxmox::{Client, ErrorClass, Upid};
 use crate::vm::{Next, Settings};
 
-/// The image's template exists on every node (`Ready` true; also an event).
-pub const TEMPLATE_READY_REASON: &str = "TemplateReady";
+pub use super::summary::{TEMPLATE_READY_REASON, summarize};
 /// A template of the image's name and image (its tag) existed and was taken over: nothing was
 /// downloaded.
 pub const TEMPLATE_REUSED_REASON: &str = "TemplateReused";
@@ -152,7 +148,8 @@ async fn task_state(client: &Client, task: &str) -> Result<TaskState, ImageError
 async fn vm_at(client: &Client, node: &str, vmid: u32, want: &Want) -> Result<Option<VmAt>, ImageError> {
     match client.vm_config(node, vmid).await {
         Ok(c) => Ok(Some(VmAt {
-            ours: c.name.as_deref() == Some(want.name.as_str()) && c.tags.iter().any(|t| t.eq_ignore_ascii_case(&want.tag)),
+            ours: c.name.as_deref() == Some(want.name.as_str())
+                && c.tags.iter().any(|t| t.eq_ignore_ascii_case(&want.tag)),
             template: c.template,
             lock: c.lock.clone(),
         })),
@@ -195,13 +192,19 @@ async fn reusable(inp: &Inputs<'_>, node: &str, want: &Want) -> Result<Option<u3
         .min())
 }
 
-async fn facts(inp: &Inputs<'_>, img: &ProxmoxVMImage, r: &ImageTemplateStatus, want: &Want) -> Result<Facts, ImageError> {
+async fn facts(
+    inp: &Inputs<'_>,
+    img: &ProxmoxVMImage,
+    r: &ImageTemplateStatus,
+    want: &Want,
+) -> Result<Facts, ImageError> {
     let client = inp.view.client();
     let task = match &r.task_ref {
         Some(t) => Some(task_state(client, t).await?),
         None => None,
     };
-    let quiet = task.is_none() || matches!(task, Some(TaskState::Succeeded { .. }) | Some(TaskState::Unknown));
+    let quiet =
+        task.is_none() || matches!(task, Some(TaskState::Succeeded { .. }) | Some(TaskState::Unknown));
     let vmid = r.template_vmid.and_then(|v| u32::try_from(v).ok());
     let failed = r.phase == Some(ImagePhase::Failed);
     let (vm, file) = if quiet && (vmid.is_some() || failed) {
@@ -267,13 +270,21 @@ async fn reserve(inp: &Inputs<'_>, img: &ProxmoxVMImage) -> Result<Result<u32, S
     if let Some(range) = &img.spec.vm_id_range {
         for v in range.start..=range.end {
             let Ok(v) = u32::try_from(v) else { continue };
-            if !used(v) && client.is_vmid_free(v).await.map_err(ImageError::proxmox("probing a VMID"))? {
+            if !used(v)
+                && client
+                    .is_vmid_free(v)
+                    .await
+                    .map_err(ImageError::proxmox("probing a VMID"))?
+            {
                 return Ok(Ok(v));
             }
         }
         return Ok(Err(format!("no free VMID in {}-{}", range.start, range.end)));
     }
-    let mut v = client.next_id().await.map_err(ImageError::proxmox("asking for the next VMID"))?;
+    let mut v = client
+        .next_id()
+        .await
+        .map_err(ImageError::proxmox("asking for the next VMID"))?;
     while used(v) {
         v += 1;
     }
@@ -285,7 +296,11 @@ fn create_config(img: &ProxmoxVMImage, want: &Want) -> ConfigUpdate {
     let hw = img.spec.hardware.clone().unwrap_or_default();
     let disk = hw.disk.clone().unwrap_or_else(|| "scsi0".to_owned());
     let storage = hw.disk_storage.clone().unwrap_or_else(|| "local-lvm".to_owned());
-    let positive = |v: Option<i32>, d: u32| v.and_then(|n| u32::try_from(n).ok()).filter(|n| *n > 0).unwrap_or(d);
+    let positive = |v: Option<i32>, d: u32| {
+        v.and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(d)
+    };
     let ns = kube::ResourceExt::namespace(img).unwrap_or_default();
     ConfigUpdate::new()
         .set("name", want.name.clone())
@@ -325,16 +340,10 @@ async fn execute(
     step: Step,
     events: &mut Vec<(bool, String, String)>,
 ) -> Result<Next, ImageError> {
-    let client = inp.view.client();
     let s = inp.settings;
     let retry = s.retry_delay;
     let node = r.node.clone();
     let vmid = r.template_vmid.and_then(|v| u32::try_from(v).ok()).unwrap_or(0);
-    let started = |r: &mut ImageTemplateStatus, upid: Upid, phase: ImagePhase| {
-        r.task_ref = Some(upid.as_str().to_owned());
-        r.phase = Some(phase);
-        Next::Now
-    };
     Ok(match step {
         Step::WaitTask { kind, progress } => {
             if kind == "download" {
@@ -361,7 +370,11 @@ async fn execute(
             r.template_vmid = Some(i64::from(v));
             r.reused = Some(true);
             r.phase = Some(ImagePhase::Ready);
-            events.push((false, TEMPLATE_REUSED_REASON.into(), format!("template {v} on {node} has this name and image")));
+            events.push((
+                false,
+                TEMPLATE_REUSED_REASON.into(),
+                format!("template {v} on {node} has this name and image"),
+            ));
             Next::Now
         }
         Step::Reserve => match reserve(inp, img).await? {
@@ -379,6 +392,56 @@ async fn execute(
             r.template_vmid = None;
             Next::Now
         }
+        Step::WaitForUnlock => Next::After(s.task_poll_initial.max(Duration::from_millis(50))),
+        step @ (Step::Download | Step::Create | Step::Convert | Step::DeleteFile | Step::DestroyVm) => {
+            write(inp, img, r, want, step).await?
+        }
+        Step::WaitForRetry(left) => Next::After(left),
+        Step::Retry => {
+            r.phase = Some(ImagePhase::Pending);
+            r.reason = None;
+            r.message = None;
+            r.retry_after = None;
+            r.failed_generation = None;
+            Next::Now
+        }
+        Step::StayFailed => Next::Watch,
+        Step::Ready => {
+            if r.phase != Some(ImagePhase::Ready) {
+                events.push((
+                    false,
+                    TEMPLATE_READY_REASON.into(),
+                    format!("template {vmid} on {node}"),
+                ));
+            }
+            r.phase = Some(ImagePhase::Ready);
+            r.message = None;
+            r.reason = None;
+            Next::Watch
+        }
+    })
+}
+
+/// Carries out a step that writes to Proxmox: the task it starts is recorded in `r` (a refusal
+/// becomes `r`'s failure).
+async fn write(
+    inp: &Inputs<'_>,
+    img: &ProxmoxVMImage,
+    r: &mut ImageTemplateStatus,
+    want: &Want,
+    step: Step,
+) -> Result<Next, ImageError> {
+    let client = inp.view.client();
+    let s = inp.settings;
+    let retry = s.retry_delay;
+    let node = r.node.clone();
+    let vmid = r.template_vmid.and_then(|v| u32::try_from(v).ok()).unwrap_or(0);
+    let started = |r: &mut ImageTemplateStatus, upid: Upid, phase: ImagePhase| {
+        r.task_ref = Some(upid.as_str().to_owned());
+        r.phase = Some(phase);
+        Next::Now
+    };
+    Ok(match step {
         Step::Download => {
             let req = DownloadUrlRequest {
                 url: img.spec.url.clone(),
@@ -409,17 +472,21 @@ async fn execute(
                 Next::Now
             }
         },
-        Step::WaitForUnlock => Next::After(s.task_poll_initial.max(Duration::from_millis(50))),
         Step::Convert => match client.convert_to_template(&node, vmid).await {
             Ok(upid) => started(r, upid, ImagePhase::Importing),
-            Err(e) if matches!(e.class(), ErrorClass::Locked | ErrorClass::WrongState) => Next::After(s.task_poll_initial),
+            Err(e) if matches!(e.class(), ErrorClass::Locked | ErrorClass::WrongState) => {
+                Next::After(s.task_poll_initial)
+            }
             Err(e) => {
                 let m = refusal(e, "converting the VM to a template")?;
                 fail(r, FailReason::TemplateFailed, m, want, retry);
                 Next::Now
             }
         },
-        Step::DeleteFile => match client.delete_storage_volume(&node, &want.storage, &want.volid).await {
+        Step::DeleteFile => match client
+            .delete_storage_volume(&node, &want.storage, &want.volid)
+            .await
+        {
             Ok(Some(upid)) => {
                 r.task_ref = Some(upid.as_str().to_owned());
                 Next::Now
@@ -442,25 +509,7 @@ async fn execute(
                 Err(e) => return Err(ImageError::proxmox(format!("destroying VM {vmid}"))(e)),
             }
         }
-        Step::WaitForRetry(left) => Next::After(left),
-        Step::Retry => {
-            r.phase = Some(ImagePhase::Pending);
-            r.reason = None;
-            r.message = None;
-            r.retry_after = None;
-            r.failed_generation = None;
-            Next::Now
-        }
-        Step::StayFailed => Next::Watch,
-        Step::Ready => {
-            if r.phase != Some(ImagePhase::Ready) {
-                events.push((false, TEMPLATE_READY_REASON.into(), format!("template {vmid} on {node}")));
-            }
-            r.phase = Some(ImagePhase::Ready);
-            r.message = None;
-            r.reason = None;
-            Next::Watch
-        }
+        _ => Next::Now,
     })
 }
 
@@ -486,7 +535,12 @@ pub async fn provision(inp: &Inputs<'_>, img: &mut ProxmoxVMImage) -> Result<Out
         let step = decide::decide(&f);
         let writes = matches!(
             step,
-            Step::Download | Step::Create | Step::Convert | Step::DeleteFile | Step::DestroyVm | Step::Reserve
+            Step::Download
+                | Step::Create
+                | Step::Convert
+                | Step::DeleteFile
+                | Step::DestroyVm
+                | Step::Reserve
         );
         next = sooner(next, execute(inp, img, r, &want, step, &mut events).await?);
         if writes {
@@ -549,58 +603,6 @@ pub async fn delete(inp: &Inputs<'_>, img: &mut ProxmoxVMImage) -> Result<Outcom
     })
 }
 
-/// The image's phase, progress, template and `Ready` from its nodes' records.
-pub fn summarize(status: &mut ProxmoxVMImageStatus, generation: Option<i64>) {
-    let recs = status.templates.clone().unwrap_or_default();
-    let phases: Vec<ImagePhase> = recs.iter().map(|r| r.phase.unwrap_or(ImagePhase::Pending)).collect();
-    let phase = if phases.contains(&ImagePhase::Failed) {
-        ImagePhase::Failed
-    } else if !phases.is_empty() && phases.iter().all(|p| *p == ImagePhase::Ready) {
-        ImagePhase::Ready
-    } else if phases.contains(&ImagePhase::Pending) {
-        ImagePhase::Pending
-    } else if phases.contains(&ImagePhase::Downloading) {
-        ImagePhase::Downloading
-    } else {
-        ImagePhase::Importing
-    };
-    status.phase = Some(phase);
-    status.progress = recs.iter().filter_map(|r| r.progress).min();
-    let first = recs.first();
-    let ready_first = first.filter(|r| r.phase == Some(ImagePhase::Ready));
-    status.template_vmid = ready_first.and_then(|r| r.template_vmid);
-    status.node = first.map(|r| r.node.clone());
-    status.observed_generation = generation;
-    let desired = match phase {
-        ImagePhase::Ready => {
-            let list: Vec<String> = recs
-                .iter()
-                .map(|r| format!("{} on {}", r.template_vmid.unwrap_or_default(), r.node))
-                .collect();
-            Desired::truthy(IMAGE_READY_CONDITION, TEMPLATE_READY_REASON, format!("template {}", list.join(", ")))
-        }
-        ImagePhase::Failed => {
-            let r = recs.iter().find(|r| r.phase == Some(ImagePhase::Failed));
-            let reason = r.and_then(|r| r.reason.clone()).unwrap_or_else(|| "Failed".into());
-            let message = r
-                .map(|r| format!("{}: {}", r.node, r.message.clone().unwrap_or_default()))
-                .unwrap_or_default();
-            Desired::falsy(IMAGE_READY_CONDITION, &reason, message)
-        }
-        other => Desired::falsy(IMAGE_READY_CONDITION, other.as_str(), format!("{} the image", match other {
-            ImagePhase::Downloading => "downloading",
-            ImagePhase::Importing => "importing",
-            _ => "about to make a template of",
-        })),
-    };
-    conditions::set(
-        status.conditions.get_or_insert_with(Vec::new),
-        &desired,
-        generation,
-        &crate::machine::now(),
-    );
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -614,29 +616,5 @@ mod tests {
         ];
         assert_eq!(progress_of(&lines), Some(50));
         assert_eq!(progress_of(&["downloading x".to_owned()]), None);
-    }
-
-    #[test]
-    fn the_summary_follows_the_least_advanced_node() {
-        let rec = |node: &str, phase, vmid| ImageTemplateStatus {
-            node: node.into(),
-            phase: Some(phase),
-            template_vmid: vmid,
-            ..Default::default()
-        };
-        let mut s = ProxmoxVMImageStatus {
-            templates: Some(vec![rec("pve1", ImagePhase::Ready, Some(900)), rec("pve2", ImagePhase::Downloading, Some(901))]),
-            ..Default::default()
-        };
-        summarize(&mut s, Some(2));
-        assert_eq!(s.phase, Some(ImagePhase::Downloading));
-        assert_eq!(s.template_vmid, Some(900));
-        if let Some(t) = s.templates.as_mut() {
-            t[1].phase = Some(ImagePhase::Ready);
-        }
-        summarize(&mut s, Some(2));
-        assert_eq!(s.phase, Some(ImagePhase::Ready));
-        let c = &s.conditions.unwrap()[0];
-        assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "TemplateReady"));
     }
 }

@@ -55,7 +55,9 @@ pub async fn resolve(
     let img = Api::<ProxmoxVMImage>::namespaced(kube.clone(), namespace)
         .get_opt(name)
         .await
-        .map_err(ImageError::kube(format!("getting ProxmoxVMImage {namespace}/{name}")))?;
+        .map_err(ImageError::kube(format!(
+            "getting ProxmoxVMImage {namespace}/{name}"
+        )))?;
     Ok(match img {
         Some(img) => template_of(&img, prefer),
         None => Err(format!("ProxmoxVMImage {namespace}/{name} does not exist")),
@@ -80,7 +82,10 @@ mod tests {
         .unwrap();
         assert_eq!(
             template_of(&img, &[]),
-            Ok(TemplateRef { node: "pve2".into(), vmid: 901 })
+            Ok(TemplateRef {
+                node: "pve2".into(),
+                vmid: 901
+            })
         );
         if let Some(t) = img.status.as_mut().and_then(|s| s.templates.as_mut()) {
             t[1].phase = Some(ImagePhase::Importing);

@@ -127,10 +127,7 @@ fn controllers(ctx: Arc<Context>, stop: &Signal) -> Vec<ControllerTask> {
             virtual_machine::CONTROLLER,
             Box::pin(virtual_machine::run(ctx.clone(), stop.waiter())),
         ),
-        (
-            vm_image::CONTROLLER,
-            Box::pin(vm_image::run(ctx, stop.waiter())),
-        ),
+        (vm_image::CONTROLLER, Box::pin(vm_image::run(ctx, stop.waiter()))),
     ]
 }
 

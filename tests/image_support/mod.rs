@@ -117,7 +117,13 @@ impl ImageHarness {
     }
 
     /// Waits until image `name` satisfies `pred`.
-    pub async fn wait(&self, name: &str, secs: u64, what: &str, pred: impl Fn(&ProxmoxVMImage) -> bool) -> ProxmoxVMImage {
+    pub async fn wait(
+        &self,
+        name: &str,
+        secs: u64,
+        what: &str,
+        pred: impl Fn(&ProxmoxVMImage) -> bool,
+    ) -> ProxmoxVMImage {
         let api = self.images();
         let last = std::sync::Mutex::new(None::<ProxmoxVMImage>);
         testenv::wait::wait_for_explained(

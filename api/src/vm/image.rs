@@ -28,13 +28,15 @@ pub const IMAGE_READY_CONDITION: &str = "Ready";
 /// Pattern of `spec.url`: `http://` or `https://` (what Proxmox's `download-url` takes).
 pub const URL_PATTERN: &str = r"^https?://[^\s]+$";
 /// Pattern of a template name (Proxmox's DNS-name format).
-pub const TEMPLATE_NAME_PATTERN: &str = r"^(?:[a-zA-Z0-9](?:[a-zA-Z0-9\-]*[a-zA-Z0-9])?\.)*[a-zA-Z0-9](?:[a-zA-Z0-9\-]*[a-zA-Z0-9])?$";
+pub const TEMPLATE_NAME_PATTERN: &str =
+    r"^(?:[a-zA-Z0-9](?:[a-zA-Z0-9\-]*[a-zA-Z0-9])?\.)*[a-zA-Z0-9](?:[a-zA-Z0-9\-]*[a-zA-Z0-9])?$";
 /// CEL: exactly one of `node` and `nodes`.
 pub const RULE_ONE_PLACE: &str = "has(self.node) != has(self.nodes)";
 /// CEL: a checksum comes with its algorithm.
 pub const RULE_CHECKSUM_PAIR: &str = "has(self.checksum) == has(self.checksumAlgorithm)";
 /// CEL: a fixed VMID or a range, not both; a fixed VMID names one template.
-pub const RULE_ONE_VMID_SOURCE: &str = "!has(self.templateVMID) || (!has(self.vmIDRange) && (!has(self.nodes) || size(self.nodes) == 1))";
+pub const RULE_ONE_VMID_SOURCE: &str =
+    "!has(self.templateVMID) || (!has(self.vmIDRange) && (!has(self.nodes) || size(self.nodes) == 1))";
 
 /// A Proxmox VE VM template made from a disk image at a URL.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

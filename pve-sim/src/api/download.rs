@@ -24,10 +24,7 @@ const MAX_BYTES: u64 = 256 << 20;
 
 /// Storage types with a file system path (`$scfg->{path}` in pve-storage).
 pub fn file_based(kind: &str) -> bool {
-    matches!(
-        kind,
-        "dir" | "nfs" | "cifs" | "cephfs" | "btrfs" | "glusterfs"
-    )
+    matches!(kind, "dir" | "nfs" | "cifs" | "cephfs" | "btrfs" | "glusterfs")
 }
 
 /// The mount point of a file storage (`local` is `/var/lib/vz`).
@@ -58,7 +55,11 @@ fn placement(content: &str, filename: &str) -> Result<(&'static str, String), Ap
     match content {
         "iso" if lower.ends_with(".iso") || lower.ends_with(".img") => Ok(("iso", "iso".into())),
         "iso" => Err(ApiError::param("filename", "wrong file extension")),
-        "vztmpl" if [".tar.gz", ".tar.xz", ".tar.zst", ".tar.bz2"].iter().any(|e| lower.ends_with(e)) => {
+        "vztmpl"
+            if [".tar.gz", ".tar.xz", ".tar.zst", ".tar.bz2"]
+                .iter()
+                .any(|e| lower.ends_with(e)) =>
+        {
             Ok(("vztmpl", "tgz".into()))
         }
         "vztmpl" => Err(ApiError::param("filename", "wrong file extension")),
@@ -67,9 +68,8 @@ fn placement(content: &str, filename: &str) -> Result<(&'static str, String), Ap
             let ext = ["ova", "qcow2", "raw", "vmdk"]
                 .into_iter()
                 .find(|e| filename.len() > e.len() + 1 && filename.ends_with(&format!(".{e}")));
-            ext.map(|e| ("import", e.to_owned())).ok_or_else(|| {
-                ApiError::param("filename", "invalid filename or wrong extension")
-            })
+            ext.map(|e| ("import", e.to_owned()))
+                .ok_or_else(|| ApiError::param("filename", "invalid filename or wrong extension"))
         }
     }
 }
@@ -223,7 +223,11 @@ impl Download {
             format!(
                 "download failed: command 'wget --progress=dot:giga -O {tmp} {}{}' failed: exit code {code}",
                 self.url,
-                if self.verify { "" } else { " --no-check-certificate" }
+                if self.verify {
+                    ""
+                } else {
+                    " --no-check-certificate"
+                }
             )
         };
         log(format!("--{}--  {}", wget_time(), self.url));
@@ -289,11 +293,25 @@ impl Download {
             }
             while total - line_start >= LINE_BYTES {
                 line_start += LINE_BYTES;
-                log(progress_line(line_start - LINE_BYTES, LINE_BYTES, line_start, length, false, started));
+                log(progress_line(
+                    line_start - LINE_BYTES,
+                    LINE_BYTES,
+                    line_start,
+                    length,
+                    false,
+                    started,
+                ));
             }
         }
         let total = data.len() as u64;
-        log(progress_line(line_start, total - line_start, total, length, true, started));
+        log(progress_line(
+            line_start,
+            total - line_start,
+            total,
+            length,
+            true,
+            started,
+        ));
         log(String::new());
         let secs = started.elapsed().as_secs_f64().max(0.001);
         log(format!(
@@ -309,7 +327,14 @@ impl Download {
 
 /// One line of wget's `dot:giga` progress: the offset in KiB, a dot per MiB in groups of
 /// eight, the percentage (with a known length) and the speed, with the total time on the last.
-fn progress_line(offset: u64, bytes: u64, done: u64, length: Option<u64>, last: bool, started: Instant) -> String {
+fn progress_line(
+    offset: u64,
+    bytes: u64,
+    done: u64,
+    length: Option<u64>,
+    last: bool,
+    started: Instant,
+) -> String {
     let dots = usize::try_from(bytes >> 20).unwrap_or(32).min(32);
     let mut bar = String::new();
     for i in 0..32 {
@@ -438,9 +463,26 @@ mod tests {
 
     #[test]
     fn progress_lines_look_like_wget() {
-        let l = progress_line(0, LINE_BYTES, LINE_BYTES, Some(4 * LINE_BYTES), false, Instant::now());
-        assert!(l.starts_with("     0K ........ ........ ........ ........  25% "), "{l}");
-        let last = progress_line(LINE_BYTES, 3 << 20, LINE_BYTES + (3 << 20), None, true, Instant::now());
+        let l = progress_line(
+            0,
+            LINE_BYTES,
+            LINE_BYTES,
+            Some(4 * LINE_BYTES),
+            false,
+            Instant::now(),
+        );
+        assert!(
+            l.starts_with("     0K ........ ........ ........ ........  25% "),
+            "{l}"
+        );
+        let last = progress_line(
+            LINE_BYTES,
+            3 << 20,
+            LINE_BYTES + (3 << 20),
+            None,
+            true,
+            Instant::now(),
+        );
         assert!(last.starts_with(" 32768K ...      "), "{last}");
         assert!(last.contains('='));
         assert_eq!(human(1536), "1.5K");

@@ -71,7 +71,13 @@ pub fn check(c: &Cluster, node: &str, key: &str, value: &str) -> Result<Option<S
 /// Inside the create task: copies `source` into the disk `value` (`<storage>:vm-<id>-disk-<n>,
 /// import-from=…` as allocated before the task) and returns the drive's final value with the
 /// task's log lines (`Err`: why the import failed).
-pub fn apply(c: &Cluster, node: &str, key: &str, source: &str, value: &str) -> Result<(String, Vec<String>), String> {
+pub fn apply(
+    c: &Cluster,
+    node: &str,
+    key: &str,
+    source: &str,
+    value: &str,
+) -> Result<(String, Vec<String>), String> {
     let volume = c
         .find_volume(node, source)
         .ok_or_else(|| format!("failed to stat '{}'", volume_path(source)))?;

@@ -331,7 +331,10 @@ pub(crate) fn v_download_url(p: &mut Map<String, Value>, v: PveVersion) -> Resul
     {
         errors.insert("url".into(), "value does not match the regex pattern".into());
     }
-    for (k, other) in [("checksum", "checksum-algorithm"), ("checksum-algorithm", "checksum")] {
+    for (k, other) in [
+        ("checksum", "checksum-algorithm"),
+        ("checksum-algorithm", "checksum"),
+    ] {
         if p.contains_key(k) && !p.contains_key(other) {
             errors.insert(other.into(), format!("missing property required by '{k}'"));
         }

@@ -87,7 +87,12 @@ impl Client {
 
     /// `POST /nodes/{node}/storage/{storage}/download-url`: Proxmox downloads a file (an ISO, a
     /// container template or an image to import) itself; returns the `download` task.
-    pub async fn download_url(&self, node: &str, storage: &str, req: &DownloadUrlRequest) -> Result<Upid, Error> {
+    pub async fn download_url(
+        &self,
+        node: &str,
+        storage: &str,
+        req: &DownloadUrlRequest,
+    ) -> Result<Upid, Error> {
         upid(
             self.post(&storage_path(node, storage).lit("download-url"), to_body(req)?)
                 .await?,
