@@ -13,6 +13,7 @@ pub mod diagnostics;
 pub mod duration;
 pub mod health;
 pub mod https;
+pub mod image;
 pub mod ipam;
 pub mod leader;
 pub mod machine;

@@ -84,7 +84,7 @@ async fn bad_input_is_refused_at_admission() {
         (
             "two template sources",
             with(json!({"templateSelector": {"matchTags": ["ubuntu"]}})),
-            "set at most one of templateID, templateSelector and templateName",
+            "set at most one of templateID, templateSelector, templateName and imageRef",
         ),
         (
             "unknown run strategy",
@@ -110,7 +110,7 @@ async fn bad_input_is_refused_at_admission() {
         (
             "no template",
             json!({}),
-            "set templateID, templateSelector or templateName",
+            "set templateID, templateSelector, templateName or imageRef",
         ),
         (
             "an IPv6 address that does not parse",

@@ -15,6 +15,7 @@ pub mod auth;
 pub mod config_keys;
 pub mod devices;
 pub mod error;
+pub mod fileserver;
 pub mod formats;
 pub mod iso;
 pub mod multipart;

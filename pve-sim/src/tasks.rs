@@ -118,6 +118,168 @@ pub fn start(
     run: TaskRun,
     rollback: Option<TaskRollback>,
 ) -> String {
+    let delay = c.latency.task(&spec.latency_key);
+    let upid = start_pending(c, spec);
+    let state = state.clone();
+    let task_upid = upid.clone();
+    tokio::spawn(async move {
+        let stopped = wait_due(&state, &task_upid, tokio::time::Instant::now() + delay).await;
+        let mut c = state.lock();
+        if stopped || c.tasks.get(&task_upid).is_some_and(|t| t.exitstatus.is_some()) {
+            // Stopped through DELETE /nodes/{node}/tasks/{upid}.
+            if let Some(rb) = rollback {
+                rb(&mut c);
+            }
+            return;
+        }
+        finish(&mut c, &task_upid, run, rollback);
+    });
+    upid
+}
+
+/// Whether the task was stopped (`DELETE /nodes/{node}/tasks/{upid}`).
+fn is_stopped(state: &SimState, upid: &str) -> bool {
+    state.with(|c| c.tasks.get(upid).is_some_and(|t| t.exitstatus.is_some()))
+}
+
+/// Waits until `deadline` has passed and tasks are not held, or until the task is stopped (then
+/// `true`): a stop ends the wait at once so an interrupted task cleans up right away, as PVE's
+/// worker does on SIGINT.
+async fn wait_due(state: &SimState, upid: &str, deadline: tokio::time::Instant) -> bool {
+    loop {
+        let notify = state.with(|c| c.task_release.clone());
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let held = state.with(|c| c.tasks_held);
+        if is_stopped(state, upid) {
+            return true;
+        }
+        let elapsed = tokio::time::Instant::now() >= deadline;
+        if elapsed && !held {
+            return false;
+        }
+        if elapsed {
+            notified.await;
+        } else {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => {}
+                _ = notified => {}
+            }
+        }
+    }
+}
+
+/// Ends a task that ran to its end: an injected failure (rolled back), else `run`'s result, as
+/// the log's last lines and the exit status.
+fn finish(c: &mut Cluster, task_upid: &str, run: TaskRun, rollback: Option<TaskRollback>) {
+    let rate = c.faults.task_failure_rate;
+    let injected = c.fault_roll("task", rate);
+    let result = if injected {
+        if let Some(rb) = rollback {
+            rb(c);
+        }
+        let kind = c.tasks.get(task_upid).map(|t| t.kind.clone()).unwrap_or_default();
+        if kind == "qmclone" {
+            Err("clone failed: injected task failure".to_string())
+        } else {
+            Err("injected task failure".to_string())
+        }
+    } else {
+        run(c)
+    };
+    end(c, task_upid, result);
+}
+
+/// Writes a task's end: the result's log lines and `TASK OK`, or the error's lines and
+/// `TASK ERROR: <last line>`.
+fn end(c: &mut Cluster, task_upid: &str, result: Result<Vec<String>, String>) {
+    if let Some(task) = c.tasks.get_mut(task_upid) {
+        match result {
+            Ok(lines) => {
+                task.log.extend(lines);
+                task.log.push("TASK OK".into());
+                task.exitstatus = Some("OK".into());
+            }
+            Err(msg) => {
+                // A multi-line error logs its leading lines first; the last is the exit status
+                // (`bridge 'x' does not exist` … `TASK ERROR: start failed: QEMU exited with code 1`).
+                let mut lines: Vec<String> = msg.lines().map(str::to_owned).collect();
+                let status = lines.pop().unwrap_or_default();
+                task.log.extend(lines);
+                task.log.push(status.clone());
+                task.log.push(format!("TASK ERROR: {status}"));
+                task.exitstatus = Some(status);
+            }
+        }
+        task.endtime = Some(now_epoch());
+    }
+}
+
+/// The asynchronous part of a worker (e.g. a download): it may append log lines while it runs
+/// ([`log_line`]) and yields the work done under the lock at the end (or the task's error).
+pub type Worker = std::pin::Pin<Box<dyn std::future::Future<Output = Result<TaskRun, String>> + Send>>;
+
+/// Appends a line to a running task's log (what a worker prints as it goes).
+pub fn log_line(state: &SimState, upid: &str, line: String) {
+    state.with(|c| {
+        if let Some(t) = c.tasks.get_mut(upid)
+            && t.exitstatus.is_none()
+        {
+            t.log.push(line);
+        }
+    });
+}
+
+/// Registers a task whose work is asynchronous: `worker(upid)` runs at once (a stop ends it:
+/// nothing of it is kept), then the task ends no earlier than its latency (and not while tasks
+/// are held) with the worker's result. Must be called with the cluster locked (`c`).
+pub fn start_worker(
+    state: &SimState,
+    c: &mut Cluster,
+    spec: TaskSpec,
+    worker: impl FnOnce(String) -> Worker,
+) -> String {
+    let delay = c.latency.task(&spec.latency_key);
+    let upid = start_pending(c, spec);
+    let fut = worker(upid.clone());
+    let state = state.clone();
+    let task_upid = upid.clone();
+    tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + delay;
+        let stop = async {
+            loop {
+                let notify = state.with(|c| c.task_release.clone());
+                let notified = notify.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if is_stopped(&state, &task_upid) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let result = tokio::select! {
+            r = fut => r,
+            () = stop => return,
+        };
+        if wait_due(&state, &task_upid, deadline).await {
+            return;
+        }
+        let mut c = state.lock();
+        if c.tasks.get(&task_upid).is_some_and(|t| t.exitstatus.is_some()) {
+            return;
+        }
+        match result {
+            Ok(run) => finish(&mut c, &task_upid, run, None),
+            Err(e) => end(&mut c, &task_upid, Err(e)),
+        }
+    });
+    upid
+}
+
+/// Registers a running task (no completion scheduled); returns its UPID.
+fn start_pending(c: &mut Cluster, spec: TaskSpec) -> String {
     let pid = c.next_pid;
     c.next_pid = c.next_pid.wrapping_add(1 + (c.next_pid % 7));
     let pstart = c.nodes.get(&spec.node).map(|n| n.pstart).unwrap_or(0x0100_0000);
@@ -135,7 +297,6 @@ pub fn start(
         })
         .collect();
     let upid = format_upid(&spec.node, pid, pstart, starttime, spec.kind, &id, &spec.user);
-    let delay = c.latency.task(&spec.latency_key);
     c.tasks.insert(
         upid.clone(),
         Task {
@@ -152,82 +313,6 @@ pub fn start(
             endtime: None,
         },
     );
-    let state = state.clone();
-    let task_upid = upid.clone();
-    tokio::spawn(async move {
-        // Wait for the latency and any hold; a stop (`DELETE .../tasks/{upid}`) ends the wait at
-        // once so an interrupted task cleans up right away, as PVE's worker does on SIGINT.
-        let deadline = tokio::time::Instant::now() + delay;
-        loop {
-            let notify = state.with(|c| c.task_release.clone());
-            let notified = notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let (stopped, held) = state.with(|c| {
-                let stopped = c.tasks.get(&task_upid).is_some_and(|t| t.exitstatus.is_some());
-                (stopped, c.tasks_held)
-            });
-            let elapsed = tokio::time::Instant::now() >= deadline;
-            if stopped || (elapsed && !held) {
-                break;
-            }
-            if elapsed {
-                notified.await;
-            } else {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(deadline) => {}
-                    _ = notified => {}
-                }
-            }
-        }
-        let mut c = state.lock();
-        if c.tasks.get(&task_upid).is_some_and(|t| t.exitstatus.is_some()) {
-            // Stopped through DELETE /nodes/{node}/tasks/{upid}.
-            if let Some(rb) = rollback {
-                rb(&mut c);
-            }
-            return;
-        }
-        let rate = c.faults.task_failure_rate;
-        let injected = c.fault_roll("task", rate);
-        let result = if injected {
-            if let Some(rb) = rollback {
-                rb(&mut c);
-            }
-            let kind = c
-                .tasks
-                .get(&task_upid)
-                .map(|t| t.kind.clone())
-                .unwrap_or_default();
-            if kind == "qmclone" {
-                Err("clone failed: injected task failure".to_string())
-            } else {
-                Err("injected task failure".to_string())
-            }
-        } else {
-            run(&mut c)
-        };
-        if let Some(task) = c.tasks.get_mut(&task_upid) {
-            match result {
-                Ok(lines) => {
-                    task.log.extend(lines);
-                    task.log.push("TASK OK".into());
-                    task.exitstatus = Some("OK".into());
-                }
-                Err(msg) => {
-                    // A multi-line error logs its leading lines first; the last is the exit status
-                    // (`bridge 'x' does not exist` … `TASK ERROR: start failed: QEMU exited with code 1`).
-                    let mut lines: Vec<String> = msg.lines().map(str::to_owned).collect();
-                    let status = lines.pop().unwrap_or_default();
-                    task.log.extend(lines);
-                    task.log.push(status.clone());
-                    task.log.push(format!("TASK ERROR: {status}"));
-                    task.exitstatus = Some(status);
-                }
-            }
-            task.endtime = Some(now_epoch());
-        }
-    });
     upid
 }
 

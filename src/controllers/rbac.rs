@@ -135,6 +135,19 @@ pub const VIRTUAL_MACHINE_CONTROLLER: &[Rule] = &[
     ),
     rule("ipam.cluster.x-k8s.io", "ipaddresses", &["get"]),
     rule("events.k8s.io", "events", &["create", "patch"]),
+    // `spec.imageRef`: the image's template.
+    rule("vm.capmox-rs.io", "proxmoxvmimages", &["get"]),
+];
+
+/// What the ProxmoxVMImage controller does ([`crate::controllers::vm_image`]): reads and patches
+/// ProxmoxVMImages (finalizer, status), reads their credentials Secrets and records events; the
+/// ProxmoxMachine controller reads the images its machines name (`spec.imageRef`).
+pub const IMAGE_CONTROLLER: &[Rule] = &[
+    rule("vm.capmox-rs.io", "proxmoxvmimages", READ_PATCH),
+    rule("vm.capmox-rs.io", "proxmoxvmimages/status", &["get", "patch"]),
+    rule("vm.capmox-rs.io", "proxmoxvmimages/finalizers", &["update"]),
+    rule("", "secrets", &["get"]),
+    rule("events.k8s.io", "events", &["create", "patch"]),
 ];
 
 /// What the secured diagnostics server does ([`crate::diagnostics`]): reviews the bearer token
@@ -210,6 +223,7 @@ pub fn manager_role() -> ClusterRole {
             MACHINE_CONTROLLER,
             MACHINE_TEMPLATE_CONTROLLER,
             VIRTUAL_MACHINE_CONTROLLER,
+            IMAGE_CONTROLLER,
             DIAGNOSTICS,
         ])),
         ..Default::default()
@@ -256,6 +270,7 @@ mod tests {
             MACHINE_CONTROLLER,
             MACHINE_TEMPLATE_CONTROLLER,
             VIRTUAL_MACHINE_CONTROLLER,
+            IMAGE_CONTROLLER,
             DIAGNOSTICS,
         ]);
         for r in CLUSTER_CONTROLLER
@@ -263,6 +278,7 @@ mod tests {
             .chain(MACHINE_CONTROLLER)
             .chain(MACHINE_TEMPLATE_CONTROLLER)
             .chain(VIRTUAL_MACHINE_CONTROLLER)
+            .chain(IMAGE_CONTROLLER)
             .chain(DIAGNOSTICS)
         {
             for v in r.verbs {

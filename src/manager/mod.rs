@@ -109,7 +109,7 @@ pub type ControllerTask = (&'static str, Pin<Box<dyn Future<Output = ()> + Send 
 
 /// The controllers run by the leader. `stop` completes when they must shut down gracefully.
 fn controllers(ctx: Arc<Context>, stop: &Signal) -> Vec<ControllerTask> {
-    use crate::controllers::{cluster, machine, machine_template, virtual_machine};
+    use crate::controllers::{cluster, machine, machine_template, virtual_machine, vm_image};
     vec![
         (
             cluster::CONTROLLER,
@@ -125,8 +125,9 @@ fn controllers(ctx: Arc<Context>, stop: &Signal) -> Vec<ControllerTask> {
         ),
         (
             virtual_machine::CONTROLLER,
-            Box::pin(virtual_machine::run(ctx, stop.waiter())),
+            Box::pin(virtual_machine::run(ctx.clone(), stop.waiter())),
         ),
+        (vm_image::CONTROLLER, Box::pin(vm_image::run(ctx, stop.waiter()))),
     ]
 }
 

@@ -142,7 +142,7 @@ fn template(pvm: &ProxmoxVirtualMachine, snap: &Snapshot) -> Result<TemplateSour
             .filter(|r| r.vmid.and_then(|v| i32::try_from(v).ok()) == Some(*id))
             .collect(),
         (None, Some(name)) => templates.filter(|r| r.name.as_deref() == Some(name)).collect(),
-        (None, None) => return Err("set templateID, templateSelector or templateName".into()),
+        (None, None) => return Err("set templateID, templateSelector, templateName or imageRef".into()),
     };
     let what = match (&spec.template_id, &spec.template_name) {
         (Some(id), _) => format!("template {id}"),
@@ -163,6 +163,59 @@ fn template(pvm: &ProxmoxVirtualMachine, snap: &Snapshot) -> Result<TemplateSour
                 .join(", ")
         )),
     }
+}
+
+/// How often a VM waiting for its image looks at it again (images are not watched).
+pub const IMAGE_POLL: Duration = Duration::from_secs(2);
+
+/// The template of the image `spec.imageRef` names (`Err` inside: why there is none yet).
+async fn image_template(
+    kube: &kube::Client,
+    pvm: &ProxmoxVirtualMachine,
+) -> Result<Result<crate::vm::template::TemplateRef, String>, VirtualMachineError> {
+    let Some(r) = &pvm.spec.image_ref else {
+        return Ok(Err("no imageRef".into()));
+    };
+    let ns = pvm.namespace().unwrap_or_default();
+    let img = kube::api::Api::<capmox_api::vm::ProxmoxVMImage>::namespaced(kube.clone(), &ns)
+        .get_opt(&r.name)
+        .await
+        .map_err(VirtualMachineError::kube(format!(
+            "getting ProxmoxVMImage {ns}/{}",
+            r.name
+        )))?;
+    let prefer = pvm.spec.allowed_nodes.clone().unwrap_or_default();
+    Ok(match img {
+        Some(img) => crate::image::resolve::template_of(&img, &prefer),
+        None => Err(format!("ProxmoxVMImage {ns}/{} does not exist", r.name)),
+    })
+}
+
+/// The template to clone before the VM exists: the image's (a refusal waits for it while it is
+/// not ready), or the one the spec names.
+async fn source(
+    inp: &PassInputs<'_>,
+    pvm: &ProxmoxVirtualMachine,
+    snap: Option<&Snapshot>,
+    refused: &mut Option<Failure>,
+) -> Result<Result<TemplateSource, String>, VirtualMachineError> {
+    let Some(snap) = snap else {
+        return Ok(Err("the VM exists: no template needed".into()));
+    };
+    if pvm.spec.image_ref.is_none() {
+        return Ok(template(pvm, snap));
+    }
+    let found = image_template(inp.kube, pvm).await?;
+    if let Err(message) = &found
+        && refused.is_none()
+    {
+        *refused = Some(Failure {
+            reason: Reason::Owner(crate::image::resolve::WAITING_FOR_IMAGE_REASON),
+            message: message.clone(),
+            retry_after: Some(inp.settings.retry_delay.min(IMAGE_POLL)),
+        });
+    }
+    Ok(found.map(TemplateSource::Fixed))
 }
 
 /// Runs one pass on `pvm` (a working copy that receives the status).
@@ -218,10 +271,7 @@ pub async fn provision(
             ));
         }
     }
-    let source = match &snap {
-        Some(s) => template(pvm, s),
-        None => Err("the VM exists: no template needed".into()),
-    };
+    let source = source(inp, pvm, snap.as_deref(), &mut refused).await?;
     let name = pvm
         .status
         .as_ref()

@@ -58,7 +58,7 @@ fn is_mac(s: &str) -> bool {
 pub fn validate_spec(spec: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let has = |k: &str| spec.get(k).is_some_and(|v| !v.is_null());
-    let sources = ["templateID", "templateSelector", "templateName"]
+    let sources = ["templateID", "templateSelector", "templateName", "imageRef"]
         .iter()
         .filter(|k| has(k))
         .count();
@@ -66,8 +66,8 @@ pub fn validate_spec(spec: &Value) -> Vec<FieldError> {
     if sources > 1 {
         errs.push(FieldError::invalid(
             "spec",
-            Value::String("templateID, templateSelector, templateName".into()),
-            "set at most one of templateID, templateSelector and templateName",
+            Value::String("templateID, templateSelector, templateName, imageRef".into()),
+            "set at most one of templateID, templateSelector, templateName and imageRef",
         ));
     }
     if adopt && !has("vmid") {
@@ -81,7 +81,7 @@ pub fn validate_spec(spec: &Value) -> Vec<FieldError> {
         errs.push(FieldError::invalid(
             "spec",
             Value::Null,
-            "set templateID, templateSelector or templateName (or adopt: true with vmid)",
+            "set templateID, templateSelector, templateName or imageRef (or adopt: true with vmid)",
         ));
     }
     for (field, allowed) in [

@@ -137,11 +137,46 @@ pub fn proxmox_virtual_machines() -> Result<CustomResourceDefinition, CrdError> 
     Ok(crd)
 }
 
+/// The `ProxmoxVMImage` CRD (`vm.capmox-rs.io`, `v1alpha1`; labelled as
+/// [`proxmox_virtual_machines`]).
+pub fn proxmox_vm_images() -> Result<CustomResourceDefinition, CrdError> {
+    vm_group_crd(crate::vm::ProxmoxVMImage::crd())
+}
+
+/// A single-version CRD of the `vm.capmox-rs.io` group, normalised and labelled.
+fn vm_group_crd(mut crd: CustomResourceDefinition) -> Result<CustomResourceDefinition, CrdError> {
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    for version in &mut crd.spec.versions {
+        if let Some(props) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            let mut value = serde_json::to_value(&*props).map_err(|source| CrdError::Json {
+                name: name.clone(),
+                source,
+            })?;
+            normalize::normalize_root(&mut value);
+            *props = serde_json::from_value(value).map_err(|source| CrdError::Json {
+                name: name.clone(),
+                source,
+            })?;
+        }
+    }
+    crd.spec.names.list_kind = Some(format!("{}List", crd.spec.names.kind));
+    crd.metadata.labels = Some(BTreeMap::from([(
+        PROVIDER_LABEL.to_owned(),
+        PROVIDER_NAME.to_owned(),
+    )]));
+    Ok(crd)
+}
+
 /// Every CRD a release installs: the four Cluster API kinds of [`all`] and
 /// [`proxmox_virtual_machines`].
 pub fn generated() -> Result<Vec<CustomResourceDefinition>, CrdError> {
     let mut crds = all()?;
     crds.push(proxmox_virtual_machines()?);
+    crds.push(proxmox_vm_images()?);
     Ok(crds)
 }
 

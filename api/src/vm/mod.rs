@@ -8,10 +8,15 @@
 //! `Always`, `RerunOnFailure`, `Halted`, `Manual`), paused with `spec.paused`, restarted once by
 //! the `vm.capmox-rs.io/restartedAt` annotation; reconfigured live where Proxmox hot-plugs;
 //! deleted or retained as `spec.deletionPolicy` says.
+//!
+//! [`ProxmoxVMImage`] (short `pvmimage`) is a Proxmox VM template made from a disk image at a URL;
+//! a ProxmoxVirtualMachine (or ProxmoxMachine) clones it through `spec.imageRef`.
 
+mod image;
 mod spec;
 mod status;
 
+pub use image::*;
 pub use spec::*;
 pub use status::*;
 

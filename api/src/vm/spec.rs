@@ -14,10 +14,9 @@ use crate::v1alpha2::{
 };
 
 /// CEL: at most one template source.
-pub const RULE_ONE_TEMPLATE_SOURCE: &str =
-    "[has(self.templateID), has(self.templateSelector), has(self.templateName)].filter(c, c).size() <= 1";
+pub const RULE_ONE_TEMPLATE_SOURCE: &str = "[has(self.templateID), has(self.templateSelector), has(self.templateName), has(self.imageRef)].filter(c, c).size() <= 1";
 /// CEL: a VM to create needs a template; an adopted one needs its VMID.
-pub const RULE_SOURCE_OR_ADOPT: &str = "(has(self.adopt) && self.adopt) ? has(self.vmid) : (has(self.templateID) || has(self.templateSelector) || has(self.templateName))";
+pub const RULE_SOURCE_OR_ADOPT: &str = "(has(self.adopt) && self.adopt) ? has(self.vmid) : (has(self.templateID) || has(self.templateSelector) || has(self.templateName) || has(self.imageRef))";
 /// CEL: an explicit VMID lies in `vmIDRange`.
 pub const RULE_VMID_IN_RANGE: &str = "!has(self.vmid) || !has(self.vmIDRange) || (self.vmid >= self.vmIDRange.start && self.vmid <= self.vmIDRange.end)";
 /// CEL: `format` needs a full clone.
@@ -58,8 +57,8 @@ pub const MIN_MEMORY_MIB: i32 = 64;
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
-    {"rule": RULE_ONE_TEMPLATE_SOURCE, "message": "set at most one of templateID, templateSelector and templateName"},
-    {"rule": RULE_SOURCE_OR_ADOPT, "message": "set templateID, templateSelector or templateName (or adopt: true with vmid)"},
+    {"rule": RULE_ONE_TEMPLATE_SOURCE, "message": "set at most one of templateID, templateSelector, templateName and imageRef"},
+    {"rule": RULE_SOURCE_OR_ADOPT, "message": "set templateID, templateSelector, templateName or imageRef (or adopt: true with vmid)"},
     {"rule": RULE_VMID_IN_RANGE, "message": "vmid must lie within vmIDRange"},
     {"rule": RULE_FORMAT_FULL, "message": "format needs full: true"},
     {"rule": RULE_STORAGE_FULL, "message": "storage needs full: true"}
@@ -94,6 +93,11 @@ pub struct ProxmoxVirtualMachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub template_name: Option<String>,
+
+    /// A `ProxmoxVMImage` in this namespace whose template to clone (waited for until it is
+    /// `Ready`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_ref: Option<super::image::ImageRef>,
 
     /// Whether to make a full clone (true, the default) or a linked clone.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -85,6 +85,15 @@ const CLONE: Check = Check::And(&[
         },
     ]),
 ]);
+/// `download-url`: allocation on the storage, and network access (`Sys.Modify` on `/` for
+/// backwards compatibility, or `Sys.AccessNetwork` on the node).
+const DOWNLOAD_URL: Check = Check::And(&[
+    perm("/storage/{storage}", &["Datastore.AllocateTemplate"]),
+    Check::Or(&[
+        perm("/", &["Sys.Audit", "Sys.Modify"]),
+        perm("/nodes/{node}", &["Sys.AccessNetwork"]),
+    ]),
+]);
 /// 8.4: every `agent/*` call needs `VM.Monitor`.
 const AGENT_84: Check = perm("/vms/{vmid}", &["VM.Monitor"]);
 /// 9.1: `exec`/`exec-status` need `VM.GuestAgent.Unrestricted`.
@@ -132,6 +141,7 @@ pub fn endpoint_check(version: PveVersion, key: &str) -> Option<Check> {
         }
         "GET /nodes/{node}/storage/{storage}/content/{volume}"
         | "DELETE /nodes/{node}/storage/{storage}/content/{volume}" => Check::All,
+        "POST /nodes/{node}/storage/{storage}/download-url" => DOWNLOAD_URL,
         "POST /nodes/{node}/storage/{storage}/upload" => {
             perm("/storage/{storage}", &["Datastore.AllocateTemplate"])
         }

@@ -105,7 +105,11 @@ pub fn create(ctx: &Ctx, p: &Params) -> HandlerResult {
         // Check values now so storage errors stay synchronous.
         let mut scratch = BTreeMap::new();
         let mut config = BTreeMap::new();
+        let mut imports = Vec::new();
         for (k, v) in &values {
+            if let Some(source) = super::import::check(c, &node, k, v)? {
+                imports.push((k.clone(), source));
+            }
             // Create validates tags but does not normalise them (only the update path does).
             let nv = if k == "tags" {
                 v.clone()
@@ -133,6 +137,21 @@ pub fn create(ctx: &Ctx, p: &Params) -> HandlerResult {
             c,
             spec,
             Box::new(move |c: &mut Cluster| {
+                let mut log = Vec::new();
+                for (key, source) in &imports {
+                    let value = config.get(key).cloned().unwrap_or_default();
+                    match super::import::apply(c, &n, key, source, &value) {
+                        Ok((value, lines)) => {
+                            config.insert(key.clone(), value);
+                            log.extend(lines);
+                        }
+                        Err(e) => {
+                            // The create task removes the config it began (and the new disks).
+                            c.vms.remove(&vmid);
+                            return Err(format!("unable to create VM {vmid} - {e}"));
+                        }
+                    }
+                }
                 if !config.contains_key("smbios1") {
                     config.insert("smbios1".into(), format!("uuid={}", c.new_uuid()));
                 }
@@ -159,7 +178,6 @@ pub fn create(ctx: &Ctx, p: &Params) -> HandlerResult {
                 vm.pool = pool;
                 vm.created_at = tokio::time::Instant::now();
                 vm.touch();
-                let mut log = Vec::new();
                 if ha_managed {
                     // 9.x: `ha-manager add vm:<id> --state started|stopped` after the create.
                     let state = if start { "started" } else { "stopped" };

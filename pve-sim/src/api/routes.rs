@@ -62,6 +62,7 @@ pub const ENDPOINT_KEYS: &[&str] = &[
     "POST /nodes/{node}/qemu/{vmid}/status/stop",
     "POST /nodes/{node}/qemu/{vmid}/status/suspend",
     "POST /nodes/{node}/qemu/{vmid}/template",
+    "POST /nodes/{node}/storage/{storage}/download-url",
     "POST /nodes/{node}/storage/{storage}/upload",
     "PUT /cluster/ha/groups/{group}",
     "PUT /cluster/ha/resources/{sid}",
@@ -235,6 +236,12 @@ pub fn route(method: &str, segs: &[&str], version: PveVersion) -> Option<Route> 
             st::content_delete,
             v_volume_delete,
             vec![("node", s(n)), ("storage", s(sto)), ("volume", vol.join("/"))],
+        ),
+        ("POST", ["nodes", n, "storage", sto, "download-url"]) => mk(
+            "POST /nodes/{node}/storage/{storage}/download-url",
+            super::download::download_url,
+            v_download_url,
+            vec![("node", s(n)), ("storage", s(sto))],
         ),
         ("POST", ["nodes", n, "storage", sto, "upload"]) => mk(
             "POST /nodes/{node}/storage/{storage}/upload",

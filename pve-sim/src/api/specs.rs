@@ -301,6 +301,51 @@ spec!(
     ]
 );
 
+/// `download-url`: the schema's types, the `url` pattern `https?://.*` (anchored, as PVE's
+/// JSONSchema anchors patterns) and `checksum` / `checksum-algorithm` requiring each other.
+pub(crate) fn v_download_url(p: &mut Map<String, Value>, v: PveVersion) -> Result<(), ApiError> {
+    let mut errors = match validate(
+        p,
+        &[
+            NODE,
+            req("storage", Rule::StorageId),
+            req("url", Rule::Str(None)),
+            req("content", Rule::Enum(&["iso", "vztmpl", "import"])),
+            req("filename", Rule::Str(Some(255))),
+            opt("checksum", Rule::Str(None)),
+            opt(
+                "checksum-algorithm",
+                Rule::Enum(&["md5", "sha1", "sha224", "sha256", "sha384", "sha512"]),
+            ),
+            opt("compression", Rule::Enum(&["gz", "lzo", "zst", "bz2"])),
+            opt("verify-certificates", Rule::Bool),
+        ],
+        v,
+    ) {
+        Ok(()) => BTreeMap::new(),
+        Err(e) => e.errors.unwrap_or_default(),
+    };
+    if let Some(url) = p.get("url").map(value_text)
+        && !errors.contains_key("url")
+        && !crate::formats::pattern_matches("https?://.*", &url)
+    {
+        errors.insert("url".into(), "value does not match the regex pattern".into());
+    }
+    for (k, other) in [
+        ("checksum", "checksum-algorithm"),
+        ("checksum-algorithm", "checksum"),
+    ] {
+        if p.contains_key(k) && !p.contains_key(other) {
+            errors.insert(other.into(), format!("missing property required by '{k}'"));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::params(errors))
+    }
+}
+
 spec!(
     v_ha_group_create,
     [

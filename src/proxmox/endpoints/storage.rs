@@ -6,8 +6,8 @@ use super::{opt_upid, upid};
 use crate::proxmox::error::Error;
 use crate::proxmox::path::ApiPath;
 use crate::proxmox::task::Upid;
-use crate::proxmox::types::{NodeStorage, StorageContent, StorageListQuery, VolumeInfo};
-use crate::proxmox::{Client, to_query};
+use crate::proxmox::types::{DownloadUrlRequest, NodeStorage, StorageContent, StorageListQuery, VolumeInfo};
+use crate::proxmox::{Client, to_body, to_query};
 
 fn storage_path(node: &str, storage: &str) -> ApiPath {
     ApiPath::node(node).lit("storage").param("storage", storage)
@@ -82,6 +82,20 @@ impl Client {
                 data,
             )
             .await?,
+        )
+    }
+
+    /// `POST /nodes/{node}/storage/{storage}/download-url`: Proxmox downloads a file (an ISO, a
+    /// container template or an image to import) itself; returns the `download` task.
+    pub async fn download_url(
+        &self,
+        node: &str,
+        storage: &str,
+        req: &DownloadUrlRequest,
+    ) -> Result<Upid, Error> {
+        upid(
+            self.post(&storage_path(node, storage).lit("download-url"), to_body(req)?)
+                .await?,
         )
     }
 

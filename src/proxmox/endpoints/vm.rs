@@ -78,6 +78,28 @@ impl Client {
         )
     }
 
+    /// `POST /nodes/{node}/qemu`: creates VM `vmid` with `config` (disks as `<storage>:<GiB>` or
+    /// `<storage>:0,import-from=<volid>`); returns the `qmcreate` task.
+    pub async fn create_vm(&self, node: &str, vmid: u32, config: &ConfigUpdate) -> Result<Upid, Error> {
+        let mut body = to_body(config)?;
+        if let serde_json::Value::Object(m) = &mut body {
+            m.insert("vmid".to_owned(), vmid.into());
+        }
+        upid(self.post(&ApiPath::node(node).lit("qemu"), body).await?)
+    }
+
+    /// `POST /nodes/{node}/qemu/{vmid}/template`: converts the stopped VM into a template
+    /// (`qmtemplate`).
+    pub async fn convert_to_template(&self, node: &str, vmid: u32) -> Result<Upid, Error> {
+        upid(
+            self.post(
+                &ApiPath::vm(node, vmid).lit("template"),
+                serde_json::Value::Object(serde_json::Map::new()),
+            )
+            .await?,
+        )
+    }
+
     /// `DELETE /nodes/{node}/qemu/{vmid}` with options in the query string.
     pub async fn delete_vm(&self, node: &str, vmid: u32, opts: &DeleteVmOptions) -> Result<Upid, Error> {
         upid(self.delete(&ApiPath::vm(node, vmid), &to_query(opts)?).await?)

@@ -141,3 +141,27 @@ mod tests {
         assert!(s.is_enabled() && !s.shared);
     }
 }
+
+/// `POST /nodes/{node}/storage/{storage}/download-url` parameters.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct DownloadUrlRequest {
+    /// The URL (`http://` or `https://`).
+    pub url: String,
+    /// `iso`, `vztmpl` or `import`.
+    pub content: String,
+    /// The file name (Proxmox normalises it; its extension must fit the content type).
+    pub filename: String,
+    /// The expected checksum.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<String>,
+    /// Its algorithm (`md5`, `sha1`, `sha224`, `sha256`, `sha384`, `sha512`).
+    #[serde(rename = "checksum-algorithm", skip_serializing_if = "Option::is_none")]
+    pub checksum_algorithm: Option<String>,
+    /// `false`: TLS certificates are not verified (Proxmox's default is to verify).
+    #[serde(
+        rename = "verify-certificates",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "lenient::ser_opt_bool01"
+    )]
+    pub verify_certificates: Option<bool>,
+}
