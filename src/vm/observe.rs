@@ -50,9 +50,11 @@ pub async fn look(
                 // ended since still shows as `VM <vmid>` for up to ten seconds. Before calling
                 // the VM someone else's, its config says.
                 // A placeholder name (pvestatd has not named it yet) of a VM whose config this
-                // process read under the owner's name: ours, without reading it again.
+                // process read under the owner's name: ours, without reading it again (when the
+                // pass needs only what the list shows).
                 VmPresence::Foreign { name: listed_name }
-                    if !listed.config.template
+                    if !need_config
+                        && !listed.config.template
                         && placeholder(vmid, listed_name.as_deref())
                         && view.known_name(vmid).as_deref() == Some(name) =>
                 {

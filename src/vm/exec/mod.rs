@@ -209,7 +209,18 @@ pub async fn execute<A: Adapter>(
         }
         Step::HandleFailedTask { kind, exitstatus } => failed_task(record, kind, exitstatus, s),
         Step::ReserveVm => place::reserve(env, record).await?,
-        Step::CloneVm => place::clone(env, record).await?,
+        Step::CloneVm => {
+            let r = place::clone(env, record).await?;
+            // The addresses are asked for while Proxmox copies the disks, so the owner's IPAM
+            // works meanwhile instead of after the clone. What comes of it (a missing pool, …)
+            // is the later ObtainAddresses step's to report.
+            if record.task.is_some()
+                && let Err(e) = env.adapter.obtain_addresses().await
+            {
+                tracing::debug!(owner = %env.owner, error = %e, "asking for the addresses with the clone");
+            }
+            r
+        }
         Step::ForgetVmid { holder } => {
             let vmid = record.vmid.unwrap_or_default();
             record.vmid = None;
