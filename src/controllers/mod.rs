@@ -8,6 +8,7 @@ pub mod instrument;
 pub mod machine;
 pub mod machine_template;
 pub mod virtual_machine;
+pub mod vm_operations;
 
 pub mod rbac;
 pub mod scope;

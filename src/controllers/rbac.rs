@@ -137,6 +137,27 @@ pub const VIRTUAL_MACHINE_CONTROLLER: &[Rule] = &[
     rule("events.k8s.io", "events", &["create", "patch"]),
 ];
 
+/// What the controllers of ProxmoxVirtualMachine snapshots, restores and clones do
+/// ([`crate::controllers::vm_operations`]): read and patch their kinds (finalizer, status), read
+/// the ProxmoxVirtualMachines they name (and their credentials Secrets), mark a restored one
+/// (an annotation), create the clones' new ones, and record events.
+pub const VM_OPERATIONS_CONTROLLERS: &[Rule] = &[
+    rule("vm.capmox-rs.io", "proxmoxvmsnapshots", READ_PATCH),
+    rule("vm.capmox-rs.io", "proxmoxvmsnapshots/status", &["get", "patch"]),
+    rule("vm.capmox-rs.io", "proxmoxvmsnapshots/finalizers", &["update"]),
+    rule("vm.capmox-rs.io", "proxmoxvmrestores", READ),
+    rule("vm.capmox-rs.io", "proxmoxvmrestores/status", &["get", "patch"]),
+    rule("vm.capmox-rs.io", "proxmoxvmclones", READ),
+    rule("vm.capmox-rs.io", "proxmoxvmclones/status", &["get", "patch"]),
+    rule(
+        "vm.capmox-rs.io",
+        "proxmoxvirtualmachines",
+        &["create", "get", "list", "patch", "watch"],
+    ),
+    rule("", "secrets", &["get"]),
+    rule("events.k8s.io", "events", &["create", "patch"]),
+];
+
 /// What the secured diagnostics server does ([`crate::diagnostics`]): reviews the bearer token
 /// and the access of every metrics request with the API server.
 pub const DIAGNOSTICS: &[Rule] = &[
@@ -210,6 +231,7 @@ pub fn manager_role() -> ClusterRole {
             MACHINE_CONTROLLER,
             MACHINE_TEMPLATE_CONTROLLER,
             VIRTUAL_MACHINE_CONTROLLER,
+            VM_OPERATIONS_CONTROLLERS,
             DIAGNOSTICS,
         ])),
         ..Default::default()
@@ -256,6 +278,7 @@ mod tests {
             MACHINE_CONTROLLER,
             MACHINE_TEMPLATE_CONTROLLER,
             VIRTUAL_MACHINE_CONTROLLER,
+            VM_OPERATIONS_CONTROLLERS,
             DIAGNOSTICS,
         ]);
         for r in CLUSTER_CONTROLLER
@@ -263,6 +286,7 @@ mod tests {
             .chain(MACHINE_CONTROLLER)
             .chain(MACHINE_TEMPLATE_CONTROLLER)
             .chain(VIRTUAL_MACHINE_CONTROLLER)
+            .chain(VM_OPERATIONS_CONTROLLERS)
             .chain(DIAGNOSTICS)
         {
             for v in r.verbs {

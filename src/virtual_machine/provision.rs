@@ -260,6 +260,9 @@ pub async fn provision(
     };
     show(pvm, &out.record, &shown, console);
     let mut next = out.next;
+    if !super::drift::check(inp.view, pvm, &spec).await? && next == Next::Watch {
+        next = Next::After(inp.settings.task_poll_max);
+    }
     if pools.version.is_some() {
         let waiting = pools.waiting() && !out.record.bootstrap_delivered;
         show_pool_addresses(pvm, &pools, waiting);

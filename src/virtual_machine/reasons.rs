@@ -92,3 +92,8 @@ mod tests {
         }
     }
 }
+/// SpecDrift is false: the VM matches the spec (or no restore happened since it was applied).
+pub const IN_SYNC_REASON: &str = "InSync";
+/// SpecDrift: the VM was restored from a snapshot and differs from the spec (the message names
+/// the config keys); the spec is applied again when it changes.
+pub const RESTORED_STATE_REASON: &str = "RestoredState";

@@ -112,7 +112,35 @@ pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
 /// The `ProxmoxVirtualMachine` CRD (`vm.capmox-rs.io`, one version `v1alpha1`; not a Cluster
 /// API kind: no contract labels, only the provider label).
 pub fn proxmox_virtual_machines() -> Result<CustomResourceDefinition, CrdError> {
-    let mut crd = crate::vm::ProxmoxVirtualMachine::crd();
+    vm_kind(crate::vm::ProxmoxVirtualMachine::crd())
+}
+
+/// The `ProxmoxVMSnapshot` CRD (`vm.capmox-rs.io/v1alpha1`).
+pub fn proxmox_vm_snapshots() -> Result<CustomResourceDefinition, CrdError> {
+    vm_kind(crate::vm::ProxmoxVMSnapshot::crd())
+}
+
+/// The `ProxmoxVMRestore` CRD (`vm.capmox-rs.io/v1alpha1`).
+pub fn proxmox_vm_restores() -> Result<CustomResourceDefinition, CrdError> {
+    vm_kind(crate::vm::ProxmoxVMRestore::crd())
+}
+
+/// The `ProxmoxVMClone` CRD (`vm.capmox-rs.io/v1alpha1`).
+pub fn proxmox_vm_clones() -> Result<CustomResourceDefinition, CrdError> {
+    vm_kind(crate::vm::ProxmoxVMClone::crd())
+}
+
+/// The snapshot, restore and clone CRDs of ProxmoxVirtualMachines.
+pub fn vm_operations() -> Result<Vec<CustomResourceDefinition>, CrdError> {
+    Ok(vec![
+        proxmox_vm_snapshots()?,
+        proxmox_vm_restores()?,
+        proxmox_vm_clones()?,
+    ])
+}
+
+/// A `vm.capmox-rs.io` CRD normalised, with its list kind and the provider label.
+fn vm_kind(mut crd: CustomResourceDefinition) -> Result<CustomResourceDefinition, CrdError> {
     for version in &mut crd.spec.versions {
         let Some(props) = version
             .schema
@@ -137,11 +165,12 @@ pub fn proxmox_virtual_machines() -> Result<CustomResourceDefinition, CrdError> 
     Ok(crd)
 }
 
-/// Every CRD a release installs: the four Cluster API kinds of [`all`] and
-/// [`proxmox_virtual_machines`].
+/// Every CRD a release installs: the four Cluster API kinds of [`all`],
+/// [`proxmox_virtual_machines`] and the kinds of [`vm_operations`].
 pub fn generated() -> Result<Vec<CustomResourceDefinition>, CrdError> {
     let mut crds = all()?;
     crds.push(proxmox_virtual_machines()?);
+    crds.extend(vm_operations()?);
     Ok(crds)
 }
 
