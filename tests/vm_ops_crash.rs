@@ -149,7 +149,7 @@ async fn run(h: &mut Harness, base: u32, k: u64) -> bool {
         .unwrap();
     assert_eq!(
         h.proxmox_snapshots(base),
-        [pname.clone()],
+        [pname],
         "{}: one snapshot",
         what("snapshot")
     );

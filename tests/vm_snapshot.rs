@@ -180,7 +180,7 @@ async fn snapshots_and_restores() {
     }
     assert_eq!(
         h.proxmox_snapshots(vmid),
-        [ram_name.clone()],
+        std::slice::from_ref(&ram_name),
         "Retain keeps its snapshot"
     );
     let kept = st.with(|c| c.vms[&vmid].snapshots[0].parent.clone());

@@ -64,7 +64,7 @@ async fn a_snapshot_locks_the_vm_and_builds_a_tree() {
         (list[1]["name"].clone(), list[1]["parent"].clone()),
         (json!("current"), json!("s1"))
     );
-    assert!(st.vm(190).unwrap().config.get("lock").is_none());
+    assert!(!st.vm(190).unwrap().config.contains_key("lock"));
     // On top of s1; a stopped VM's memory is not saved (PVE ignores vmstate then).
     assert_eq!(
         sim.post_task(&format!("{VM}/snapshot"), json!({"snapname": "s2"}))
@@ -134,7 +134,7 @@ async fn rollback_restores_config_disks_and_memory() {
     assert_eq!(vm.config.get("memory"), before.as_ref());
     assert_eq!(vm.config.get("parent").map(String::as_str), Some("ram"));
     assert_eq!(vm.config.get("description").map(String::as_str), Some("kept"));
-    assert!(vm.config.get("lock").is_none());
+    assert!(!vm.config.contains_key("lock"));
     // Without memory: stopped, unless `start`.
     assert_eq!(
         sim.post_task(&format!("{VM}/snapshot/disk/rollback"), json!({}))
@@ -185,7 +185,7 @@ async fn a_clone_of_a_snapshot_copies_the_vm_as_it_was() {
     assert_eq!(st_, "OK");
     let past = st.vm(191).unwrap();
     assert_ne!(past.config.get("memory").map(String::as_str), Some("8192"));
-    assert!(past.config.get("parent").is_none(), "a clone has no snapshots");
+    assert!(!past.config.contains_key("parent"), "a clone has no snapshots");
     // Linked clones need a template.
     let r = sim
         .post(&format!("{VM}/clone"), json!({"newid": 192, "full": 0}))

@@ -113,6 +113,20 @@ pub async fn check(
     Ok(true)
 }
 
+/// [`check`] after a pass whose next look is `next`: a busy VM is looked at again after `poll`.
+pub async fn after_pass(
+    view: &ProxmoxView,
+    pvm: &mut ProxmoxVirtualMachine,
+    spec: &VmSpec,
+    next: crate::vm::Next,
+    poll: std::time::Duration,
+) -> Result<crate::vm::Next, crate::proxmox::view::ViewError> {
+    Ok(match check(view, pvm, spec).await? {
+        false if next == crate::vm::Next::Watch => crate::vm::Next::After(poll),
+        _ => next,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,6 +128,44 @@ pub fn check_snapshot(
     Ok((s.snapshot_name.unwrap_or_default(), s.memory == Some(true)))
 }
 
+/// The recorded rollback task; after a crash that lost its answer, the VM's rollback newer than
+/// the one before this restore's, started since (give or take the clocks' difference).
+async fn recorded_task(
+    view: &ProxmoxView,
+    status: &capmox_api::vm::ProxmoxVMRestoreStatus,
+    t: &super::Target,
+) -> Result<Option<String>, ViewError> {
+    let (None, Some(at)) = (&status.task_ref, status.issued_after) else {
+        return Ok(status.task_ref.clone());
+    };
+    let since = at - CLOCK_SLACK_SECS;
+    let previous = status.previous_rollback.clone().unwrap_or_default();
+    Ok(newest_rollback(view, t)
+        .await?
+        .filter(|e| {
+            e.upid != previous
+                && e.starttime
+                    .is_some_and(|s| i64::try_from(s).unwrap_or(0) >= since)
+        })
+        .map(|e| e.upid))
+}
+
+/// The Proxmox snapshot `name` of the VM as listed.
+async fn listed(
+    view: &ProxmoxView,
+    t: &super::Target,
+    name: &str,
+) -> Result<Option<crate::proxmox::types::Snapshot>, ViewError> {
+    Ok(view
+        .snapshots(&t.node, t.vmid)
+        .await
+        .map_err(ViewError::proxmox(format!(
+            "listing the snapshots of VM {}",
+            t.vmid
+        )))?
+        .and_then(|(all, _)| all.into_iter().find(|s| s.name == name)))
+}
+
 /// The VM's newest rollback task.
 async fn newest_rollback(
     view: &ProxmoxView,
@@ -159,21 +197,7 @@ pub async fn rollback(
     };
     let max_age = settings.observe_interval;
     let status = r.status.clone().unwrap_or_default();
-    let mut task_ref = status.task_ref.clone();
-    if let (None, Some(_)) = (&task_ref, status.issued_after) {
-        // A rollback issued before a crash lost its answer is this restore's task: a rollback
-        // newer than the one before it, started since (give or take the clocks' difference).
-        let since = status.issued_after.unwrap_or_default() - CLOCK_SLACK_SECS;
-        let previous = status.previous_rollback.clone().unwrap_or_default();
-        task_ref = newest_rollback(view, &t)
-            .await?
-            .filter(|e| {
-                e.upid != previous
-                    && e.starttime
-                        .is_some_and(|s| i64::try_from(s).unwrap_or(0) >= since)
-            })
-            .map(|e| e.upid);
-    }
+    let task_ref = recorded_task(view, &status, &t).await?;
     let looked = task(view, task_ref.as_deref(), t.vmid, max_age).await?;
     if let Some((TaskFacts::Failed { exitstatus, .. }, _, _)) = &looked
         && exitstatus.contains("is locked")
@@ -193,14 +217,7 @@ pub async fn rollback(
         t.node.clone_from(node);
     }
     let entry = match &vm {
-        Some(_) => view
-            .snapshots(&t.node, t.vmid)
-            .await
-            .map_err(ViewError::proxmox(format!(
-                "listing the snapshots of VM {}",
-                t.vmid
-            )))?
-            .and_then(|(all, _)| all.into_iter().find(|s| s.name == proxmox_snapshot)),
+        Some(_) => listed(view, &t, proxmox_snapshot).await?,
         None => None,
     };
     let facts = SnapFacts {
@@ -263,24 +280,32 @@ pub async fn rollback(
             );
             Some(Again::Now)
         }
-        RollbackStep::Rollback => {
-            let start = s.start == Some(true);
-            let upid = view
-                .rollback(&t.node, t.vmid, proxmox_snapshot, start)
-                .await
-                .map_err(ViewError::proxmox(format!(
-                    "rolling VM {} back to {proxmox_snapshot}",
-                    t.vmid
-                )))?;
-            let s = r.status.get_or_insert_with(Default::default);
-            s.task_ref = Some(upid.as_str().to_owned());
-            let message = format!("rolling VM {} back to snapshot {proxmox_snapshot}", t.vmid);
-            set_condition(
-                &mut s.conditions,
-                &Desired::falsy(api::READY_CONDITION, IN_PROGRESS_REASON, message),
-                generation,
-            );
-            Some(Again::After(view.next_look("qmrollback", Duration::ZERO)))
-        }
+        RollbackStep::Rollback => Some(issue(view, r, &t, proxmox_snapshot).await?),
     })
+}
+
+/// Issues the rollback decided on: the task recorded.
+async fn issue(
+    view: &ProxmoxView,
+    r: &mut ProxmoxVMRestore,
+    t: &super::Target,
+    name: &str,
+) -> Result<Again, ViewError> {
+    let generation = r.metadata.generation;
+    let s = r.status.get_or_insert_with(Default::default);
+    let upid = view
+        .rollback(&t.node, t.vmid, name, s.start == Some(true))
+        .await
+        .map_err(ViewError::proxmox(format!(
+            "rolling VM {} back to {name}",
+            t.vmid
+        )))?;
+    s.task_ref = Some(upid.as_str().to_owned());
+    let message = format!("rolling VM {} back to snapshot {name}", t.vmid);
+    set_condition(
+        &mut s.conditions,
+        &Desired::falsy(api::READY_CONDITION, IN_PROGRESS_REASON, message),
+        generation,
+    );
+    Ok(Again::After(view.next_look("qmrollback", Duration::ZERO)))
 }

@@ -159,50 +159,9 @@ pub async fn take(
             Again::After(settings.task_poll_initial.max(poll / 4))
         }
         TakeStep::PollTask => Again::After(settings.task_poll_initial),
-        TakeStep::Take => {
-            let req = CreateSnapshotRequest {
-                snapname: name.clone(),
-                description: snap.spec.description.clone(),
-                vmstate: memory.then_some(true),
-            };
-            let upid = view
-                .take_snapshot(&t.node, t.vmid, &req)
-                .await
-                .map_err(ViewError::proxmox(format!(
-                    "taking snapshot {name} of VM {}",
-                    t.vmid
-                )))?;
-            let status = snap.status.get_or_insert_with(Default::default);
-            status.task_ref = Some(upid.as_str().to_owned());
-            let message = format!("taking snapshot {name} of VM {}", t.vmid);
-            show(
-                status,
-                generation,
-                OperationPhase::InProgress,
-                &Desired::falsy(api::READY_CONDITION, IN_PROGRESS_REASON, message),
-            );
-            Again::After(view.next_look("qmsnapshot", Duration::ZERO))
-        }
+        TakeStep::Take => issue(view, snap, &t, &name, memory).await?,
         TakeStep::Done => {
-            let entry = entry.unwrap_or_else(|| Snapshot {
-                name: name.clone(),
-                description: None,
-                snaptime: None,
-                vmstate: false,
-                parent: None,
-                snapstate: None,
-            });
-            status.task_ref = None;
-            status.creation_time = entry.snaptime.and_then(time_of);
-            status.parent.clone_from(&entry.parent);
-            status.memory = Some(entry.vmstate);
-            let message = format!("snapshot {name} of VM {} taken", t.vmid);
-            show(
-                status,
-                generation,
-                OperationPhase::Succeeded,
-                &Desired::truthy(api::READY_CONDITION, SUCCEEDED_REASON, message),
-            );
+            taken(status, generation, &t, &name, entry);
             Again::Watch
         }
         TakeStep::Fail(message) => {
@@ -217,6 +176,62 @@ pub async fn take(
             Again::Watch
         }
     })
+}
+
+/// Takes the snapshot: the task recorded, `InProgress`.
+async fn issue(
+    view: &ProxmoxView,
+    snap: &mut ProxmoxVMSnapshot,
+    t: &Target,
+    name: &str,
+    memory: bool,
+) -> Result<Again, ViewError> {
+    let req = CreateSnapshotRequest {
+        snapname: name.to_owned(),
+        description: snap.spec.description.clone(),
+        vmstate: memory.then_some(true),
+    };
+    let upid = view
+        .take_snapshot(&t.node, t.vmid, &req)
+        .await
+        .map_err(ViewError::proxmox(format!(
+            "taking snapshot {name} of VM {}",
+            t.vmid
+        )))?;
+    let generation = snap.metadata.generation;
+    let status = snap.status.get_or_insert_with(Default::default);
+    status.task_ref = Some(upid.as_str().to_owned());
+    let message = format!("taking snapshot {name} of VM {}", t.vmid);
+    show(
+        status,
+        generation,
+        OperationPhase::InProgress,
+        &Desired::falsy(api::READY_CONDITION, IN_PROGRESS_REASON, message),
+    );
+    Ok(Again::After(view.next_look("qmsnapshot", Duration::ZERO)))
+}
+
+/// Records the snapshot as taken, from its listing entry.
+fn taken(
+    status: &mut ProxmoxVMSnapshotStatus,
+    generation: Option<i64>,
+    t: &Target,
+    name: &str,
+    entry: Option<Snapshot>,
+) {
+    status.task_ref = None;
+    if let Some(e) = entry {
+        status.creation_time = e.snaptime.and_then(time_of);
+        status.parent = e.parent;
+        status.memory = Some(e.vmstate);
+    }
+    let message = format!("snapshot {name} of VM {} taken", t.vmid);
+    show(
+        status,
+        generation,
+        OperationPhase::Succeeded,
+        &Desired::truthy(api::READY_CONDITION, SUCCEEDED_REASON, message),
+    );
 }
 
 /// What a deletion pass did.
