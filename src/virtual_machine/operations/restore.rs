@@ -247,7 +247,7 @@ pub async fn rollback(
                 generation,
             );
             Some(Again::After(
-                settings.task_poll_initial.max(settings.task_poll_max / 4),
+                (settings.task_poll_initial * 4).min(settings.task_poll_max),
             ))
         }
         RollbackStep::Fail(message) => {

@@ -156,7 +156,7 @@ pub async fn take(
                 phase,
                 &Desired::falsy(api::READY_CONDITION, WAITING_FOR_VM_REASON, why),
             );
-            Again::After(settings.task_poll_initial.max(poll / 4))
+            Again::After((settings.task_poll_initial * 4).min(poll))
         }
         TakeStep::PollTask => Again::After(settings.task_poll_initial),
         TakeStep::Take => issue(view, snap, &t, &name, memory).await?,
@@ -287,7 +287,7 @@ pub async fn delete(
         DeleteStep::Done => Deleted::Done,
         DeleteStep::PollTask => Deleted::Again(Again::After(settings.task_poll_initial)),
         DeleteStep::Wait(_) => Deleted::Again(Again::After(
-            settings.task_poll_initial.max(settings.task_poll_max / 4),
+            (settings.task_poll_initial * 4).min(settings.task_poll_max),
         )),
         DeleteStep::Failed(message) => {
             s.task_ref = None;
