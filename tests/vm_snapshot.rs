@@ -4,7 +4,8 @@
 //! snapshot (config back, running, `SpecDrift` names what differs and nothing is re-applied) →
 //! restored to the other (stopped by the rollback, started again by `runStrategy: Always`);
 //! deleting a snapshot object deletes the Proxmox snapshot, `Retain` keeps it. Bad input gets a
-//! clear condition or an admission error, and nothing is left in Proxmox.
+//! clear condition or an admission error, and nothing is left in Proxmox; two snapshots of one VM
+//! at once are taken one after the other.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -267,7 +268,36 @@ async fn bad_snapshots_and_restores_are_refused_clearly() {
         st.request_count("POST /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback"),
         0
     );
-    assert!(h.proxmox_snapshots(vmid).is_empty());
+    assert!(
+        h.proxmox_snapshots(vmid).is_empty(),
+        "nothing rolled back or taken"
+    );
+
+    // Two snapshots of one VM at once: taken one after the other (the second on top of the first).
+    for n in ["one", "two"] {
+        h.create_op::<ProxmoxVMSnapshot>("ProxmoxVMSnapshot", n, json!({"source": {"name": "app"}}))
+            .await
+            .unwrap();
+    }
+    let one = h
+        .snap_phase("one", OperationPhase::Succeeded)
+        .await
+        .status
+        .unwrap();
+    let two = h
+        .snap_phase("two", OperationPhase::Succeeded)
+        .await
+        .status
+        .unwrap();
+    let mut parents = [one.parent.clone(), two.parent.clone()];
+    parents.sort();
+    let first = if one.parent.is_none() { &one } else { &two };
+    assert_eq!(
+        parents,
+        [None, first.snapshot_name.clone()],
+        "one on top of the other"
+    );
+    assert_eq!(h.proxmox_snapshots(vmid).len(), 2);
 
     // The API server refuses a changed source and a restore's changed spec.
     let e = h
