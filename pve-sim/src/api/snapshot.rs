@@ -236,6 +236,10 @@ pub fn rollback(ctx: &Ctx, p: &Params) -> HandlerResult {
     let name = p.str("snapname").unwrap_or_default();
     let start = p.bool("start").unwrap_or(false);
     ctx.state.with(|c| {
+        // The worker starts the VM itself: `start` needs VM.PowerMgmt up front.
+        if start {
+            c.check(&ctx.user, &format!("/vms/{vmid}"), &["VM.PowerMgmt"])?;
+        }
         let vm = c
             .vm_on_mut(&node, vmid)
             .ok_or_else(|| conf_missing(&node, vmid))?;
