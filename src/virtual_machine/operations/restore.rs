@@ -309,3 +309,86 @@ async fn issue(
     );
     Ok(Again::After(view.next_look("qmrollback", Duration::ZERO)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj<K: serde::de::DeserializeOwned>(
+        kind: &str,
+        name: &str,
+        spec: serde_json::Value,
+        status: serde_json::Value,
+    ) -> K {
+        serde_json::from_value(json!({
+            "apiVersion": api::API_VERSION, "kind": kind,
+            "metadata": {"name": name, "namespace": "apps"}, "spec": spec, "status": status
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_a_ready_snapshot_of_the_same_vm_is_restored() {
+        let r: ProxmoxVMRestore = obj(
+            "ProxmoxVMRestore",
+            "r",
+            json!({"target": {"name": "db"}, "snapshotName": "s"}),
+            json!({}),
+        );
+        let db: ProxmoxVirtualMachine = obj(
+            api::KIND,
+            "db",
+            json!({"templateID": 100}),
+            json!({"vmid": 120, "node": "pve1"}),
+        );
+        let ready = json!({"phase": "Succeeded", "readyToUse": true, "vmid": 120, "snapshotName": "s-1234", "memory": true});
+        let snap: ProxmoxVMSnapshot = obj(
+            "ProxmoxVMSnapshot",
+            "s",
+            json!({"source": {"name": "db"}}),
+            ready.clone(),
+        );
+        assert_eq!(check_snapshot(&r, &snap, &db), Ok(("s-1234".to_owned(), true)));
+        let other: ProxmoxVMSnapshot = obj(
+            "ProxmoxVMSnapshot",
+            "s",
+            json!({"source": {"name": "web"}}),
+            ready,
+        );
+        let (reason, message, terminal) = check_snapshot(&r, &other, &db).unwrap_err();
+        assert_eq!((reason, terminal), (INVALID_REASON, true));
+        assert!(
+            message.contains("is a snapshot of ProxmoxVirtualMachine web, not of db"),
+            "{message}"
+        );
+        let pending: ProxmoxVMSnapshot = obj(
+            "ProxmoxVMSnapshot",
+            "s",
+            json!({"source": {"name": "db"}}),
+            json!({"phase": "InProgress"}),
+        );
+        assert_eq!(
+            check_snapshot(&r, &pending, &db).unwrap_err().0,
+            SOURCE_NOT_READY_REASON
+        );
+        let recreated: ProxmoxVirtualMachine = obj(
+            api::KIND,
+            "db",
+            json!({"templateID": 100}),
+            json!({"vmid": 121, "node": "pve1"}),
+        );
+        let snap: ProxmoxVMSnapshot = obj(
+            "ProxmoxVMSnapshot",
+            "s",
+            json!({"source": {"name": "db"}}),
+            json!({"phase": "Succeeded", "readyToUse": true, "vmid": 120, "snapshotName": "s-1234"}),
+        );
+        assert!(
+            check_snapshot(&r, &snap, &recreated)
+                .unwrap_err()
+                .1
+                .contains("is now 121")
+        );
+    }
+}
