@@ -12,7 +12,7 @@ use capmox_api::vm::{
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 
@@ -49,7 +49,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
         },
-        wc(),
+        settings.primary_watch(wc()),
     )
     .default_backoff()
     .reflect(writer)
@@ -81,6 +81,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     });
     Controller::for_stream(own, store)
         .reconcile_on(woken)
+        .with_config(Config::default().concurrency(settings.machine_concurrency()))
         .graceful_shutdown_on(stop)
         .run(reconcile, |_, e, c: Arc<Ctx>| retry(&c.oc.ctx, CONTROLLER, e), c)
         .for_each(|r| async move {

@@ -11,7 +11,7 @@ use capmox_api::vm::{ProxmoxVMRestore, ProxmoxVMSnapshot, ProxmoxVirtualMachine,
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use serde_json::json;
@@ -48,7 +48,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
         },
-        wc(),
+        settings.primary_watch(wc()),
     )
     .default_backoff()
     .reflect(writer)
@@ -80,6 +80,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     });
     Controller::for_stream(own, store)
         .reconcile_on(woken)
+        .with_config(Config::default().concurrency(settings.machine_concurrency()))
         .graceful_shutdown_on(stop)
         .run(reconcile, |_, e, c: Arc<Ctx>| retry(&c.oc.ctx, CONTROLLER, e), c)
         .for_each(|r| async move {

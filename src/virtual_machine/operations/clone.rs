@@ -112,6 +112,11 @@ pub fn target_object(clone: &ProxmoxVMClone, spec: ProxmoxVirtualMachineSpec) ->
         .and_then(|o| o.labels.clone())
         .unwrap_or_default();
     labels.insert(CLONED_BY_LABEL.to_owned(), clone.name_any());
+    // A manager sharded by `--watch-filter` that reconciles the clone reconciles its VM too.
+    let filter = capmox_api::consts::WATCH_FILTER_LABEL;
+    if let Some(shard) = clone.labels().get(filter) {
+        labels.insert(filter.to_owned(), shard.clone());
+    }
     let mut pvm = ProxmoxVirtualMachine::new(&clone.spec.target.name, spec);
     pvm.metadata.namespace = clone.namespace();
     pvm.metadata.labels = Some(labels);
@@ -239,6 +244,15 @@ mod tests {
         assert_eq!(obj.labels().get(CLONED_BY_LABEL).map(String::as_str), Some("c"));
         assert_eq!(obj.labels().get("app").map(String::as_str), Some("web"));
         assert!(made_by(&obj, &c));
+        let filter = capmox_api::consts::WATCH_FILTER_LABEL;
+        let mut sharded = c.clone();
+        sharded.metadata.labels = Some([(filter.to_owned(), "shard-a".to_owned())].into());
+        let obj = target_object(&sharded, obj.spec);
+        assert_eq!(
+            obj.labels().get(filter).map(String::as_str),
+            Some("shard-a"),
+            "the same shard"
+        );
     }
 
     #[test]
