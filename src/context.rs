@@ -106,7 +106,13 @@ pub struct Context {
     pub proxmox: Arc<ProxmoxClients>,
     /// What the manager knows about each Proxmox cluster, shared by every controller.
     pub views: Arc<Views>,
+    /// Turns of the snapshot and restore controllers per VM (`namespace/name` of its
+    /// ProxmoxVirtualMachine): one operation of a VM at a time in this process.
+    pub vm_turns: VmTurns,
 }
+
+/// Per-VM turns (see [`Context::vm_turns`]).
+pub type VmTurns = Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>>;
 
 impl Context {
     /// The context of the manager's controllers.
@@ -123,6 +129,7 @@ impl Context {
             settings,
             proxmox,
             views,
+            vm_turns: VmTurns::default(),
         }
     }
 

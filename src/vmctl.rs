@@ -7,7 +7,10 @@
 //! * `stop`: `Always` and `RerunOnFailure` become `Halted`; `Manual` gets `stop@<now>`;
 //! * `restart`: `vm.capmox-rs.io/restartedAt: <now>` (one reboot);
 //! * `pause` / `unpause`: `spec.paused`;
-//! * `console`: prints the Proxmox web console URL of the VM.
+//! * `console`: prints the Proxmox web console URL of the VM;
+//! * `snapshot NAME [--memory] [--description …]`, `restore NAME SNAPSHOT`,
+//!   `clone SOURCE TARGET [--linked]`: create a ProxmoxVMSnapshot, ProxmoxVMRestore or
+//!   ProxmoxVMClone (named after the VM and the time, or after the target).
 
 use capmox_api::vm::{
     GROUP, KIND, PLURAL, POWER_REQUEST_ANNOTATION, ProxmoxVirtualMachine, RESTARTED_AT_ANNOTATION,
@@ -60,6 +63,34 @@ pub enum VmAction {
         /// The ProxmoxVirtualMachine.
         name: String,
     },
+    /// Take a snapshot of the VM (a ProxmoxVMSnapshot named `NAME-<time>`).
+    Snapshot {
+        /// The ProxmoxVirtualMachine.
+        name: String,
+        /// Include the running VM's memory (a restore resumes it where it was).
+        #[arg(long)]
+        memory: bool,
+        /// Description of the snapshot.
+        #[arg(long)]
+        description: Option<String>,
+    },
+    /// Roll the VM back to one of its ProxmoxVMSnapshots (a ProxmoxVMRestore).
+    Restore {
+        /// The ProxmoxVirtualMachine.
+        name: String,
+        /// The ProxmoxVMSnapshot.
+        snapshot: String,
+    },
+    /// Make a new ProxmoxVirtualMachine TARGET from SOURCE (a ProxmoxVMClone named TARGET).
+    Clone {
+        /// The ProxmoxVirtualMachine to clone.
+        source: String,
+        /// Name of the new ProxmoxVirtualMachine.
+        target: String,
+        /// A linked clone of the source's template (default: a full copy of the source's disks).
+        #[arg(long)]
+        linked: bool,
+    },
 }
 
 /// Why a verb could not be done.
@@ -103,7 +134,10 @@ impl VmAction {
             | Self::Restart { name }
             | Self::Pause { name }
             | Self::Unpause { name }
-            | Self::Console { name } => name,
+            | Self::Console { name }
+            | Self::Snapshot { name, .. }
+            | Self::Restore { name, .. } => name,
+            Self::Clone { source, .. } => source,
         }
     }
 }
@@ -164,8 +198,89 @@ pub fn plan(
             Some(json!({"spec": {"paused": false}})),
             format!("{id} will be resumed"),
         ),
-        VmAction::Console { .. } => (None, String::new()),
+        VmAction::Console { .. }
+        | VmAction::Snapshot { .. }
+        | VmAction::Restore { .. }
+        | VmAction::Clone { .. } => (None, String::new()),
     }
+}
+
+/// The object a `snapshot`, `restore` or `clone` verb creates (`None`: another verb), with its
+/// kind and plural; `stamp` names it (`YYYYmmddHHMMSS`).
+pub fn operation_object(
+    action: &VmAction,
+    namespace: &str,
+    stamp: &str,
+) -> Option<(serde_json::Value, &'static str)> {
+    let object = |kind: &str, name: String, spec: serde_json::Value| {
+        json!({"apiVersion": capmox_api::vm::API_VERSION, "kind": kind,
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec})
+    };
+    Some(match action {
+        VmAction::Snapshot {
+            name,
+            memory,
+            description,
+        } => {
+            let mut spec = json!({"source": {"name": name}});
+            if *memory {
+                spec["includeMemory"] = json!(true);
+            }
+            if let Some(d) = description {
+                spec["description"] = json!(d);
+            }
+            (
+                object("ProxmoxVMSnapshot", format!("{name}-{stamp}"), spec),
+                "proxmoxvmsnapshots",
+            )
+        }
+        VmAction::Restore { name, snapshot } => (
+            object(
+                "ProxmoxVMRestore",
+                format!("{name}-{stamp}"),
+                json!({"target": {"name": name}, "snapshotName": snapshot}),
+            ),
+            "proxmoxvmrestores",
+        ),
+        VmAction::Clone {
+            source,
+            target,
+            linked,
+        } => {
+            let mut spec = json!({"source": {"name": source}, "target": {"name": target}});
+            if *linked {
+                spec["linked"] = json!(true);
+            }
+            (object("ProxmoxVMClone", target.clone(), spec), "proxmoxvmclones")
+        }
+        _ => return None,
+    })
+}
+
+/// Creates the object of a `snapshot`, `restore` or `clone` verb; returns what to print.
+async fn create_operation(
+    client: kube::Client,
+    object: serde_json::Value,
+    plural: &str,
+    ns: &str,
+) -> Result<String, VmCtlError> {
+    let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+    let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    let gvk = kube::api::GroupVersionKind::gvk(GROUP, VERSION, &kind);
+    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client, ns, &ar);
+    let obj: kube::api::DynamicObject = serde_json::from_value(object)
+        .map_err(|e| VmCtlError::Config(format!("building the {kind}: {e}")))?;
+    let params = kube::api::PostParams {
+        field_manager: Some("capmox-vm".into()),
+        ..Default::default()
+    };
+    api.create(&params, &obj)
+        .await
+        .map_err(kube(format!("creating {kind} {ns}/{name}")))?;
+    Ok(format!(
+        "{kind} {ns}/{name} created (kubectl get -n {ns} {plural}/{name} -w)"
+    ))
 }
 
 /// Runs `args` with `client`, in `default_ns` unless `-n` says otherwise; returns what to print.
@@ -196,6 +311,12 @@ pub async fn run(args: &VmArgs, client: kube::Client, default_ns: &str) -> Resul
             .status
             .and_then(|s| s.console_url)
             .ok_or_else(|| VmCtlError::NoConsole(format!("{ns}/{name}")));
+    }
+    let stamp = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y%m%d%H%M%S")
+        .to_string();
+    if let Some((object, plural)) = operation_object(&args.action, ns, &stamp) {
+        return create_operation(api.into_client(), object, plural, ns).await;
     }
     let (patch, message) = plan(&args.action, &pvm, &now());
     if let Some(p) = patch {
@@ -232,6 +353,40 @@ mod tests {
             "spec": {"templateID": 100, "runStrategy": strategy}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn operation_verbs_make_their_objects() {
+        let snap = VmAction::Snapshot {
+            name: "db".into(),
+            memory: true,
+            description: Some("before".into()),
+        };
+        let (o, plural) = operation_object(&snap, "apps", "20260101000000").unwrap();
+        assert_eq!(plural, "proxmoxvmsnapshots");
+        assert_eq!(o["metadata"]["name"], "db-20260101000000");
+        assert_eq!(
+            o["spec"],
+            json!({"source": {"name": "db"}, "includeMemory": true, "description": "before"})
+        );
+        let restore = VmAction::Restore {
+            name: "db".into(),
+            snapshot: "s1".into(),
+        };
+        let (o, _) = operation_object(&restore, "apps", "1").unwrap();
+        assert_eq!(o["spec"], json!({"target": {"name": "db"}, "snapshotName": "s1"}));
+        let clone = VmAction::Clone {
+            source: "db".into(),
+            target: "db2".into(),
+            linked: true,
+        };
+        let (o, _) = operation_object(&clone, "apps", "1").unwrap();
+        assert_eq!(
+            (o["kind"].as_str(), o["metadata"]["name"].as_str()),
+            (Some("ProxmoxVMClone"), Some("db2"))
+        );
+        assert_eq!(o["spec"]["linked"], true);
+        assert!(operation_object(&VmAction::Pause { name: "db".into() }, "apps", "1").is_none());
     }
 
     #[test]

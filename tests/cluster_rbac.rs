@@ -42,6 +42,7 @@ fn manager_role_matches_declared_rules() {
         .chain(rbac::MACHINE_CONTROLLER)
         .chain(rbac::MACHINE_TEMPLATE_CONTROLLER)
         .chain(rbac::VIRTUAL_MACHINE_CONTROLLER)
+        .chain(rbac::VM_OPERATIONS_CONTROLLERS)
         .chain(rbac::DIAGNOSTICS)
     {
         for v in r.verbs {

@@ -59,6 +59,23 @@ fn components_render_with_capmox_names() {
         .filter(|d| d["spec"]["group"] == "infrastructure.cluster.x-k8s.io")
         .collect();
     assert_eq!(crds.len(), 4);
+    // The images, snapshots, restores and clones of ProxmoxVirtualMachines: installed too.
+    for name in [
+        "proxmoxvmimages",
+        "proxmoxvmsnapshots",
+        "proxmoxvmrestores",
+        "proxmoxvmclones",
+    ] {
+        let crd = find(
+            &docs,
+            "CustomResourceDefinition",
+            &format!("{name}.vm.capmox-rs.io"),
+        );
+        assert!(
+            crd["metadata"]["labels"]["cluster.x-k8s.io/v1beta1"].is_null(),
+            "{name}"
+        );
+    }
     // ProxmoxVirtualMachine (not a Cluster API kind): installed, without contract labels.
     let vm = find(
         &docs,

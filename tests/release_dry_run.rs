@@ -223,8 +223,8 @@ async fn components_templates_and_cluster_classes_are_accepted() {
     let (crds, rest): (Vec<Value>, Vec<Value>) = docs
         .into_iter()
         .partition(|d| d["kind"] == "CustomResourceDefinition");
-    // The four Cluster API kinds and ProxmoxVirtualMachine.
-    assert_eq!(crds.len(), 5);
+    // The four Cluster API kinds, ProxmoxVirtualMachine, its images, snapshots, restores and clones.
+    assert_eq!(crds.len(), 9);
     j.dry_run("infrastructure-components.yaml (CRDs)", &crds);
     j.dry_run("infrastructure-components.yaml", &rest);
     // config/prometheus enabled the documented way (uncommenting `- ../prometheus`).

@@ -156,3 +156,80 @@ async fn verbs_edit_the_object() {
         "error: ProxmoxVirtualMachine cli/nope not found"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn snapshot_restore_and_clone_verbs_create_their_objects() {
+    use capmox_api::vm::{ProxmoxVMClone, ProxmoxVMRestore, ProxmoxVMSnapshot};
+    let env = testenv::TestEnv::start().await.unwrap();
+    let c = env.client();
+    let mut crds = vec![capmox_api::crd::proxmox_virtual_machines().unwrap()];
+    crds.extend(capmox_api::crd::vm_operations().unwrap());
+    env.install_crds(crds).await.unwrap();
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+    Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let snapshot = VmAction::Snapshot {
+        name: "db".into(),
+        memory: true,
+        description: Some("before".into()),
+    };
+    let e = run(&args(snapshot.clone()), c.clone(), "default")
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "ProxmoxVirtualMachine cli/db not found");
+    let obj: ProxmoxVirtualMachine = serde_json::from_value(json!({
+        "apiVersion": capmox_api::vm::API_VERSION, "kind": capmox_api::vm::KIND,
+        "metadata": {"name": "db", "namespace": NS},
+        "spec": {"templateID": 100, "sourceNode": "pve1"}
+    }))
+    .unwrap();
+    Api::<ProxmoxVirtualMachine>::namespaced(c.clone(), NS)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+    let out = run(&args(snapshot), c.clone(), "default").await.unwrap();
+    assert!(
+        out.starts_with("ProxmoxVMSnapshot cli/db-") && out.contains(" created"),
+        "{out}"
+    );
+    let snaps = Api::<ProxmoxVMSnapshot>::namespaced(c.clone(), NS)
+        .list(&Default::default())
+        .await
+        .unwrap();
+    let snap = &snaps.items[0];
+    assert_eq!(snap.spec.source.name, "db");
+    assert_eq!(
+        (snap.spec.include_memory, snap.spec.description.as_deref()),
+        (Some(true), Some("before"))
+    );
+    let name = snap.metadata.name.clone().unwrap();
+    let restore = VmAction::Restore {
+        name: "db".into(),
+        snapshot: name.clone(),
+    };
+    run(&args(restore), c.clone(), "default").await.unwrap();
+    let restores = Api::<ProxmoxVMRestore>::namespaced(c.clone(), NS)
+        .list(&Default::default())
+        .await
+        .unwrap();
+    assert_eq!(restores.items[0].spec.snapshot_name, name);
+    let clone = VmAction::Clone {
+        source: "db".into(),
+        target: "db2".into(),
+        linked: true,
+    };
+    assert_eq!(
+        run(&args(clone), c.clone(), "default").await.unwrap(),
+        "ProxmoxVMClone cli/db2 created (kubectl get -n cli proxmoxvmclones/db2 -w)"
+    );
+    let clone = Api::<ProxmoxVMClone>::namespaced(c.clone(), NS)
+        .get("db2")
+        .await
+        .unwrap();
+    assert_eq!(
+        (clone.spec.source.name.as_str(), clone.spec.linked),
+        ("db", Some(true))
+    );
+}

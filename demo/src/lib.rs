@@ -15,6 +15,7 @@ pub mod progress;
 pub mod report;
 mod steps;
 pub mod vm;
+pub mod vm_ops;
 
 use std::io::Write;
 use std::time::Duration;

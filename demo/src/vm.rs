@@ -1,6 +1,7 @@
 //! `make demo-vm`: one standalone VM (a ProxmoxVirtualMachine, no Cluster API) on the simulated
 //! Proxmox VE — created and running with its guest's address, paused, resumed, given more memory
-//! (hot-plugged) and a larger disk (grown online), then deleted with nothing left behind.
+//! (hot-plugged) and a larger disk (grown online), snapshotted, changed, restored and cloned
+//! ([`crate::vm_ops`]), then deleted with nothing left behind.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -260,6 +261,7 @@ async fn steps<W: Write>(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     p.line(format!("{NAME}: 4096 MiB and 30 GiB applied live, still running"))?;
+    crate::vm_ops::snapshot_restore_clone(p, client, sim, (NS, NAME, vmid)).await?;
     p.line(format!("deleting {NS}/{NAME}"))?;
     api.delete(NAME, &Default::default())
         .await

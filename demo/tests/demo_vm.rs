@@ -1,5 +1,6 @@
 //! `make demo-vm` with pve-sim's instant profile: the VM runs with its address, is paused,
-//! resumed and resized, and nothing is left after its deletion.
+//! resumed, resized, snapshotted, changed, restored and cloned, and nothing is left after its
+//! deletion.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -15,4 +16,12 @@ async fn demo_vm_walks_one_vm_and_leaks_nothing() {
     for phase in ["Running", "Paused"] {
         assert!(text.contains(&format!("demo-db: {phase}")), "{text}");
     }
+    assert!(
+        text.contains("demo-db: rolled back, 4096 MiB, running; SpecDrift: memory"),
+        "{text}"
+    );
+    assert!(
+        text.contains("demo-db-copy: Succeeded, a second running VM"),
+        "{text}"
+    );
 }

@@ -9,6 +9,7 @@ pub mod machine;
 pub mod machine_template;
 pub mod virtual_machine;
 pub mod vm_image;
+pub mod vm_operations;
 
 pub mod rbac;
 pub mod scope;

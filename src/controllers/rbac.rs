@@ -150,6 +150,27 @@ pub const IMAGE_CONTROLLER: &[Rule] = &[
     rule("events.k8s.io", "events", &["create", "patch"]),
 ];
 
+/// What the controllers of ProxmoxVirtualMachine snapshots, restores and clones do
+/// ([`crate::controllers::vm_operations`]): read and patch their kinds (finalizer, status), read
+/// the ProxmoxVirtualMachines they name (and their credentials Secrets), mark a restored one
+/// (an annotation), create the clones' new ones, and record events.
+pub const VM_OPERATIONS_CONTROLLERS: &[Rule] = &[
+    rule("vm.capmox-rs.io", "proxmoxvmsnapshots", READ_PATCH),
+    rule("vm.capmox-rs.io", "proxmoxvmsnapshots/status", &["get", "patch"]),
+    rule("vm.capmox-rs.io", "proxmoxvmsnapshots/finalizers", &["update"]),
+    rule("vm.capmox-rs.io", "proxmoxvmrestores", READ),
+    rule("vm.capmox-rs.io", "proxmoxvmrestores/status", &["get", "patch"]),
+    rule("vm.capmox-rs.io", "proxmoxvmclones", READ),
+    rule("vm.capmox-rs.io", "proxmoxvmclones/status", &["get", "patch"]),
+    rule(
+        "vm.capmox-rs.io",
+        "proxmoxvirtualmachines",
+        &["create", "get", "list", "patch", "watch"],
+    ),
+    rule("", "secrets", &["get"]),
+    rule("events.k8s.io", "events", &["create", "patch"]),
+];
+
 /// What the secured diagnostics server does ([`crate::diagnostics`]): reviews the bearer token
 /// and the access of every metrics request with the API server.
 pub const DIAGNOSTICS: &[Rule] = &[
@@ -224,6 +245,7 @@ pub fn manager_role() -> ClusterRole {
             MACHINE_TEMPLATE_CONTROLLER,
             VIRTUAL_MACHINE_CONTROLLER,
             IMAGE_CONTROLLER,
+            VM_OPERATIONS_CONTROLLERS,
             DIAGNOSTICS,
         ])),
         ..Default::default()
@@ -271,6 +293,7 @@ mod tests {
             MACHINE_TEMPLATE_CONTROLLER,
             VIRTUAL_MACHINE_CONTROLLER,
             IMAGE_CONTROLLER,
+            VM_OPERATIONS_CONTROLLERS,
             DIAGNOSTICS,
         ]);
         for r in CLUSTER_CONTROLLER
@@ -279,6 +302,7 @@ mod tests {
             .chain(MACHINE_TEMPLATE_CONTROLLER)
             .chain(VIRTUAL_MACHINE_CONTROLLER)
             .chain(IMAGE_CONTROLLER)
+            .chain(VM_OPERATIONS_CONTROLLERS)
             .chain(DIAGNOSTICS)
         {
             for v in r.verbs {

@@ -109,6 +109,7 @@ pub type ControllerTask = (&'static str, Pin<Box<dyn Future<Output = ()> + Send 
 
 /// The controllers run by the leader. `stop` completes when they must shut down gracefully.
 fn controllers(ctx: Arc<Context>, stop: &Signal) -> Vec<ControllerTask> {
+    use crate::controllers::vm_operations::{clone, restore, snapshot};
     use crate::controllers::{cluster, machine, machine_template, virtual_machine, vm_image};
     vec![
         (
@@ -127,7 +128,19 @@ fn controllers(ctx: Arc<Context>, stop: &Signal) -> Vec<ControllerTask> {
             virtual_machine::CONTROLLER,
             Box::pin(virtual_machine::run(ctx.clone(), stop.waiter())),
         ),
-        (vm_image::CONTROLLER, Box::pin(vm_image::run(ctx, stop.waiter()))),
+        (
+            vm_image::CONTROLLER,
+            Box::pin(vm_image::run(ctx.clone(), stop.waiter())),
+        ),
+        (
+            snapshot::CONTROLLER,
+            Box::pin(snapshot::run(ctx.clone(), stop.waiter())),
+        ),
+        (
+            restore::CONTROLLER,
+            Box::pin(restore::run(ctx.clone(), stop.waiter())),
+        ),
+        (clone::CONTROLLER, Box::pin(clone::run(ctx, stop.waiter()))),
     ]
 }
 

@@ -7,12 +7,16 @@
 //! * [`adapter`]: what the lifecycle asks of it ([`crate::vm::Adapter`]): inline, DHCP or IPAM
 //!   pool addresses ([`addresses`]), the NoCloud image of the user's cloud-init, no siblings;
 //! * [`provision`] and [`delete`]: one pass each (adoption, template, refusals; `Delete` or
-//!   `Retain`), called by the controller; [`status`]: phase, conditions, events.
+//!   `Retain`), called by the controller; [`status`]: phase, conditions, events;
+//! * [`drift`]: after a restore, what the rolled-back VM lacks of the spec (`SpecDrift`);
+//! * [`operations`]: the snapshots, restores and clones of ProxmoxVirtualMachines.
 
 pub mod adapter;
 pub mod addresses;
 pub mod delete;
+pub mod drift;
 pub mod error;
+pub mod operations;
 pub mod provision;
 pub mod reasons;
 pub mod record;

@@ -309,7 +309,8 @@ pub async fn provision(
         error: out.error.as_ref().map(ToString::to_string),
     };
     show(pvm, &out.record, &shown, console);
-    let mut next = out.next;
+    let mut next =
+        super::drift::after_pass(inp.view, pvm, &spec, out.next, inp.settings.task_poll_max).await?;
     if pools.version.is_some() {
         let waiting = pools.waiting() && !out.record.bootstrap_delivered;
         show_pool_addresses(pvm, &pools, waiting);

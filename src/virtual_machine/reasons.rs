@@ -58,6 +58,12 @@ pub const STOPPED_REASON: &str = "Stopped";
 /// Phase (Ready's reason): the VM is paused.
 pub const PAUSED_REASON: &str = "Paused";
 
+/// SpecDrift is false: the VM matches the spec (or no restore happened since it was applied).
+pub const IN_SYNC_REASON: &str = "InSync";
+/// SpecDrift: the VM was restored from a snapshot and differs from the spec (the message names
+/// the config keys); the spec is applied again when it changes.
+pub const RESTORED_STATE_REASON: &str = "RestoredState";
+
 #[cfg(test)]
 mod tests {
     use capmox_api::vm::VmPhase;

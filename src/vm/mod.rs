@@ -13,7 +13,8 @@
 //! * [`adapter`]: what the lifecycle asks of the owner ([`Adapter`]);
 //! * [`operate`]: for owners that keep their VM running as their spec says (power intent, live
 //!   reconfiguration, restarts): the decision the pass takes once provisioning has nothing left
-//!   to do, selected by [`VmSpec::operation`].
+//!   to do, selected by [`VmSpec::operation`];
+//! * [`snapshot`]: taking, deleting and rolling back to snapshots of a created VM.
 //!
 //! **How a kind uses it.** A controller of a kind that owns VMs maps its object to a [`VmSpec`]
 //! (template, clone options, placement, hardware, guest checks, HA) and a [`VmRecord`] (the VMID,
@@ -44,6 +45,7 @@ pub mod observe;
 pub mod operate;
 pub mod pass;
 pub mod scheduling;
+pub mod snapshot;
 pub mod spec;
 pub mod template;
 pub mod vmid;

@@ -42,6 +42,9 @@ pub struct Harness {
     pub metrics: Arc<Metrics>,
     settings: capmox::vm::Settings,
     controller: Option<tokio::task::JoinHandle<()>>,
+    /// Also run the snapshot, restore and clone controllers (with the VM controller's context).
+    ops: bool,
+    op_controllers: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Harness {
@@ -52,6 +55,15 @@ impl Harness {
 
     /// Starts everything with this simulator configuration and these timings.
     pub async fn start_with(sim_config: pve_sim::SimConfig, settings: capmox::vm::Settings) -> Self {
+        Self::start_all(sim_config, settings, false).await
+    }
+
+    /// Starts everything, the snapshot, restore and clone controllers (and their CRDs) too.
+    pub async fn start_ops(sim_config: pve_sim::SimConfig, settings: capmox::vm::Settings) -> Self {
+        Self::start_all(sim_config, settings, true).await
+    }
+
+    async fn start_all(sim_config: pve_sim::SimConfig, settings: capmox::vm::Settings, ops: bool) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         if let Ok(filter) = std::env::var("CAPMOX_TEST_LOG") {
             let _ = tracing_subscriber::fmt()
@@ -61,9 +73,11 @@ impl Harness {
         }
         let env = TestEnv::start().await.expect("control plane starts");
         let client = env.client();
-        env.install_crds(vec![capmox_api::crd::proxmox_virtual_machines().unwrap()])
-            .await
-            .unwrap();
+        let mut crds = vec![capmox_api::crd::proxmox_virtual_machines().unwrap()];
+        if ops {
+            crds.extend(capmox_api::crd::vm_operations().unwrap());
+        }
+        env.install_crds(crds).await.unwrap();
         let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
         Api::<Namespace>::all(client.clone())
             .create(&PostParams::default(), &ns)
@@ -77,6 +91,8 @@ impl Harness {
             metrics: Arc::new(Metrics::new()),
             settings,
             controller: None,
+            ops,
+            op_controllers: Vec::new(),
         };
         h.start_controller();
         h
@@ -107,7 +123,16 @@ impl Harness {
     /// Starts the controller (again) with a fresh context.
     pub fn start_controller(&mut self) {
         if self.controller.is_none() {
+            use capmox::controllers::vm_operations::{clone, restore, snapshot};
             let ctx = self.context();
+            if self.ops {
+                let never = std::future::pending::<()>;
+                self.op_controllers = vec![
+                    tokio::spawn(snapshot::run(ctx.clone(), never())),
+                    tokio::spawn(restore::run(ctx.clone(), never())),
+                    tokio::spawn(clone::run(ctx.clone(), never())),
+                ];
+            }
             self.controller = Some(tokio::spawn(capmox::controllers::virtual_machine::run(
                 ctx,
                 std::future::pending::<()>(),
@@ -118,6 +143,10 @@ impl Harness {
     /// Kills the controller (a crash: nothing is shut down gracefully).
     pub async fn kill(&mut self) {
         if let Some(t) = self.controller.take() {
+            t.abort();
+            let _ = t.await;
+        }
+        for t in std::mem::take(&mut self.op_controllers) {
             t.abort();
             let _ = t.await;
         }
@@ -262,3 +291,5 @@ impl Harness {
         pve_sim::iso::read_file(&iso, "network-config")
     }
 }
+
+pub mod ops;

@@ -112,7 +112,35 @@ pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
 /// The `ProxmoxVirtualMachine` CRD (`vm.capmox-rs.io`, one version `v1alpha1`; not a Cluster
 /// API kind: no contract labels, only the provider label).
 pub fn proxmox_virtual_machines() -> Result<CustomResourceDefinition, CrdError> {
-    let mut crd = crate::vm::ProxmoxVirtualMachine::crd();
+    vm_kind(crate::vm::ProxmoxVirtualMachine::crd())
+}
+
+/// The `ProxmoxVMSnapshot` CRD (`vm.capmox-rs.io/v1alpha1`).
+pub fn proxmox_vm_snapshots() -> Result<CustomResourceDefinition, CrdError> {
+    vm_kind(crate::vm::ProxmoxVMSnapshot::crd())
+}
+
+/// The `ProxmoxVMRestore` CRD (`vm.capmox-rs.io/v1alpha1`).
+pub fn proxmox_vm_restores() -> Result<CustomResourceDefinition, CrdError> {
+    vm_kind(crate::vm::ProxmoxVMRestore::crd())
+}
+
+/// The `ProxmoxVMClone` CRD (`vm.capmox-rs.io/v1alpha1`).
+pub fn proxmox_vm_clones() -> Result<CustomResourceDefinition, CrdError> {
+    vm_kind(crate::vm::ProxmoxVMClone::crd())
+}
+
+/// The snapshot, restore and clone CRDs of ProxmoxVirtualMachines.
+pub fn vm_operations() -> Result<Vec<CustomResourceDefinition>, CrdError> {
+    Ok(vec![
+        proxmox_vm_snapshots()?,
+        proxmox_vm_restores()?,
+        proxmox_vm_clones()?,
+    ])
+}
+
+/// A `vm.capmox-rs.io` CRD normalised, with its list kind and the provider label.
+fn vm_kind(mut crd: CustomResourceDefinition) -> Result<CustomResourceDefinition, CrdError> {
     for version in &mut crd.spec.versions {
         let Some(props) = version
             .schema
@@ -140,43 +168,16 @@ pub fn proxmox_virtual_machines() -> Result<CustomResourceDefinition, CrdError> 
 /// The `ProxmoxVMImage` CRD (`vm.capmox-rs.io`, `v1alpha1`; labelled as
 /// [`proxmox_virtual_machines`]).
 pub fn proxmox_vm_images() -> Result<CustomResourceDefinition, CrdError> {
-    vm_group_crd(crate::vm::ProxmoxVMImage::crd())
+    vm_kind(crate::vm::ProxmoxVMImage::crd())
 }
 
-/// A single-version CRD of the `vm.capmox-rs.io` group, normalised and labelled.
-fn vm_group_crd(mut crd: CustomResourceDefinition) -> Result<CustomResourceDefinition, CrdError> {
-    let name = crd.metadata.name.clone().unwrap_or_default();
-    for version in &mut crd.spec.versions {
-        if let Some(props) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-        {
-            let mut value = serde_json::to_value(&*props).map_err(|source| CrdError::Json {
-                name: name.clone(),
-                source,
-            })?;
-            normalize::normalize_root(&mut value);
-            *props = serde_json::from_value(value).map_err(|source| CrdError::Json {
-                name: name.clone(),
-                source,
-            })?;
-        }
-    }
-    crd.spec.names.list_kind = Some(format!("{}List", crd.spec.names.kind));
-    crd.metadata.labels = Some(BTreeMap::from([(
-        PROVIDER_LABEL.to_owned(),
-        PROVIDER_NAME.to_owned(),
-    )]));
-    Ok(crd)
-}
-
-/// Every CRD a release installs: the four Cluster API kinds of [`all`] and
-/// [`proxmox_virtual_machines`].
+/// Every CRD a release installs: the four Cluster API kinds of [`all`],
+/// [`proxmox_virtual_machines`], [`proxmox_vm_images`] and the kinds of [`vm_operations`].
 pub fn generated() -> Result<Vec<CustomResourceDefinition>, CrdError> {
     let mut crds = all()?;
     crds.push(proxmox_virtual_machines()?);
     crds.push(proxmox_vm_images()?);
+    crds.extend(vm_operations()?);
     Ok(crds)
 }
 

@@ -10,13 +10,21 @@
 //! deleted or retained as `spec.deletionPolicy` says.
 //!
 //! [`ProxmoxVMImage`] (short `pvmimage`) is a Proxmox VM template made from a disk image at a URL;
-//! a ProxmoxVirtualMachine (or ProxmoxMachine) clones it through `spec.imageRef`.
+//! a ProxmoxVirtualMachine clones it through `spec.imageRef`.
+//! [`ProxmoxVMSnapshot`] (`pvmsnap`), [`ProxmoxVMRestore`] (`pvmrestore`) and [`ProxmoxVMClone`]
+//! (`pvmclone`) snapshot such a VM, roll it back to a snapshot and make a new one from it.
 
+mod clone;
 mod image;
+mod restore;
+mod snapshot;
 mod spec;
 mod status;
 
+pub use clone::*;
 pub use image::*;
+pub use restore::*;
+pub use snapshot::*;
 pub use spec::*;
 pub use status::*;
 
@@ -39,6 +47,10 @@ pub const RESTARTED_AT_ANNOTATION: &str = "vm.capmox-rs.io/restartedAt";
 /// A one-shot power request of a `Manual` VM: `start@<RFC 3339>` or `stop@<RFC 3339>`; acted on
 /// once when it differs from `status.powerRequest` (what `capmox vm start|stop` writes there).
 pub const POWER_REQUEST_ANNOTATION: &str = "vm.capmox-rs.io/powerRequest";
+/// What the last ProxmoxVMRestore of the VM wrote (`<restore UID>@<RFC 3339>`): the
+/// ProxmoxVirtualMachine controller compares the rolled-back VM with the spec once and reports
+/// what differs (`SpecDrift`) instead of re-applying the spec over the restored state.
+pub const RESTORED_ANNOTATION: &str = "vm.capmox-rs.io/restored";
 /// Pauses reconciliation (nothing is done in Proxmox while it is present).
 pub const PAUSED_ANNOTATION: &str = "vm.capmox-rs.io/paused";
 
@@ -52,6 +64,15 @@ pub const RESOURCES_ALLOCATED_CONDITION: &str = "ResourcesAllocated";
 pub const NETWORK_CONFIGURED_CONDITION: &str = "NetworkConfigured";
 /// `RestartRequired`: changes Proxmox keeps pending until the next restart (named in the message).
 pub const RESTART_REQUIRED_CONDITION: &str = "RestartRequired";
+/// `SpecDrift`: after a restore, the VM's config differs from the spec in these keys (the spec
+/// is applied again only once it is changed).
+pub const SPEC_DRIFT_CONDITION: &str = "SpecDrift";
+/// The finalizer of ProxmoxVMSnapshots (the Proxmox snapshot is deleted first).
+pub const SNAPSHOT_FINALIZER: &str = "proxmoxvmsnapshot.vm.capmox-rs.io";
+/// The label a ProxmoxVMClone puts on the ProxmoxVirtualMachine it creates (the clone's name).
+pub const CLONED_BY_LABEL: &str = "vm.capmox-rs.io/cloned-by";
+/// The annotation a ProxmoxVMClone puts on the ProxmoxVirtualMachine it creates (the clone's UID).
+pub const CLONE_UID_ANNOTATION: &str = "vm.capmox-rs.io/clone-uid";
 
 /// The Proxmox tag of a VM a `ProxmoxVirtualMachine` manages: `capmox-vm_<namespace>_<name>`
 /// (Kubernetes names have no `_`, so the tag names one object; Proxmox keeps tags lower-case).

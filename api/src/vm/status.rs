@@ -50,7 +50,8 @@ pub struct ProxmoxVirtualMachineStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// `Ready`, `VMCreated`, `ResourcesAllocated`, `NetworkConfigured`, `RestartRequired`.
+    /// `Ready`, `VMCreated`, `ResourcesAllocated`, `NetworkConfigured`, `RestartRequired`,
+    /// `SpecDrift`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
@@ -122,6 +123,16 @@ pub struct ProxmoxVirtualMachineStatus {
     /// The generation whose hardware the VM was found to have (nothing left to apply).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_generation: Option<i64>,
+
+    /// The last `vm.capmox-rs.io/restored` value acted on (the VM was compared with the spec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored: Option<String>,
+
+    /// Config keys in which the restored VM differs from the spec of `appliedGeneration` (not
+    /// re-applied until the spec changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub spec_drift: Option<Vec<String>>,
 }
 
 /// Where a VM stands (KubeVirt's `printableStatus`, Viti's names).

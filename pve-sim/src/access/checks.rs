@@ -155,6 +155,9 @@ pub fn endpoint_check(version: PveVersion, key: &str) -> Option<Check> {
         "PUT /nodes/{node}/qemu/{vmid}/resize" => perm("/vms/{vmid}", &["VM.Config.Disk"]),
         "POST /nodes/{node}/qemu/{vmid}/snapshot"
         | "DELETE /nodes/{node}/qemu/{vmid}/snapshot/{snapname}" => VM_SNAPSHOT,
+        "POST /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback" => {
+            perm_any("/vms/{vmid}", &["VM.Snapshot", "VM.Snapshot.Rollback"])
+        }
         "GET /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/config" => perm_any(
             "/vms/{vmid}",
             &["VM.Snapshot", "VM.Snapshot.Rollback", "VM.Audit"],

@@ -166,11 +166,20 @@ pub fn clone(ctx: &Ctx, p: &Params) -> HandlerResult {
             .ok_or_else(|| ApiError::server(find_missing(&node, vmid)))?
             .clone();
         src.check_lock().map_err(ApiError::server)?;
-        if let Some(snap) = p.str("snapname")
-            && !src.snapshots.iter().any(|s| s.name == snap)
-        {
-            return Err(ApiError::server(format!("snapshot '{snap}' does not exist")));
-        }
+        // A clone of a snapshot copies the VM as the snapshot has it (its config, its disks).
+        let src = match p.str("snapname") {
+            Some(snap) => {
+                let taken = src
+                    .snapshots
+                    .iter()
+                    .find(|s| s.name == snap)
+                    .ok_or_else(|| ApiError::server(format!("snapshot '{snap}' does not exist")))?;
+                let mut at = src.clone();
+                at.config = taken.config.clone();
+                at
+            }
+            None => src,
+        };
         let full = p.bool("full").unwrap_or(!src.is_template());
         let storage = p.str("storage");
         if !full {

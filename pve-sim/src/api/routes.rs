@@ -54,6 +54,7 @@ pub const ENDPOINT_KEYS: &[&str] = &[
     "POST /nodes/{node}/qemu/{vmid}/clone",
     "POST /nodes/{node}/qemu/{vmid}/config",
     "POST /nodes/{node}/qemu/{vmid}/snapshot",
+    "POST /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback",
     "POST /nodes/{node}/qemu/{vmid}/status/reboot",
     "POST /nodes/{node}/qemu/{vmid}/status/reset",
     "POST /nodes/{node}/qemu/{vmid}/status/resume",
@@ -324,6 +325,16 @@ fn vm_route(method: &str, node: &str, vmid: &str, rest: &[&str]) -> Option<Route
                 "DELETE /nodes/{node}/qemu/{vmid}/snapshot/{snapname}",
                 snapshot::delete,
                 v_snap_delete,
+                p,
+            )
+        }
+        ("POST", ["snapshot", snap, "rollback"]) => {
+            let mut p = pp();
+            p.push(("snapname", snap.to_string()));
+            mk(
+                "POST /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback",
+                snapshot::rollback,
+                v_snap_rollback,
                 p,
             )
         }

@@ -202,6 +202,15 @@ spec!(
 );
 spec!(v_snap, [NODE, VMID, req("snapname", Rule::ConfigId)]);
 spec!(
+    v_snap_rollback,
+    [
+        NODE,
+        VMID,
+        req("snapname", Rule::ConfigId),
+        opt("start", Rule::Bool)
+    ]
+);
+spec!(
     v_snap_delete,
     [
         NODE,

@@ -72,7 +72,7 @@ impl LatencySpec {
                 "qmconfig" => 300,
                 "resize" => 1_000,
                 "imgcopy" | "imgdel" => 1_000,
-                "qmsnapshot" | "qmdelsnapshot" => 2_000,
+                "qmsnapshot" | "qmdelsnapshot" | "qmrollback" => 2_000,
                 "qmtemplate" => 2_000,
                 _ => 500,
             },

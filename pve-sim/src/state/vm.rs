@@ -34,6 +34,10 @@ pub struct Snapshot {
     pub parent: Option<String>,
     /// Config at snapshot time.
     pub config: BTreeMap<String, String>,
+    /// `prepare` while being taken, `delete` while being deleted.
+    pub snapstate: Option<String>,
+    /// The power state when it was taken (restored with its memory).
+    pub power: PowerState,
 }
 
 /// Result of an `agent/exec` call.

@@ -4,7 +4,7 @@ use super::upid;
 use crate::proxmox::error::Error;
 use crate::proxmox::path::ApiPath;
 use crate::proxmox::task::Upid;
-use crate::proxmox::types::{CreateSnapshotRequest, Snapshot};
+use crate::proxmox::types::{CreateSnapshotRequest, RollbackRequest, Snapshot};
 use crate::proxmox::{Client, to_body};
 
 impl Client {
@@ -45,6 +45,27 @@ impl Client {
                     .lit("snapshot")
                     .param("snapname", snapname),
                 &q,
+            )
+            .await?,
+        )
+    }
+
+    /// `POST .../snapshot/{snapname}/rollback` (`qmrollback`): the VM is stopped, its disks and
+    /// config rolled back; a snapshot with memory resumes it, `start` starts one without.
+    pub async fn rollback_snapshot(
+        &self,
+        node: &str,
+        vmid: u32,
+        snapname: &str,
+        req: &RollbackRequest,
+    ) -> Result<Upid, Error> {
+        upid(
+            self.post(
+                &ApiPath::vm(node, vmid)
+                    .lit("snapshot")
+                    .param("snapname", snapname)
+                    .lit("rollback"),
+                to_body(req)?,
             )
             .await?,
         )

@@ -21,6 +21,9 @@ pub struct Snapshot {
     /// Parent snapshot.
     #[serde(default)]
     pub parent: Option<String>,
+    /// Set while the snapshot is being taken (`prepare`) or deleted (`delete`).
+    #[serde(default)]
+    pub snapstate: Option<String>,
 }
 
 impl Snapshot {
@@ -44,4 +47,15 @@ pub struct CreateSnapshotRequest {
         serialize_with = "lenient::ser_opt_bool01"
     )]
     pub vmstate: Option<bool>,
+}
+
+/// `POST .../snapshot/{snapname}/rollback`.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct RollbackRequest {
+    /// Start the VM after the rollback (a snapshot with memory resumes it anyway).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "lenient::ser_opt_bool01"
+    )]
+    pub start: Option<bool>,
 }

@@ -29,6 +29,7 @@ pub mod power;
 mod registry;
 pub mod shared;
 pub mod snapshot;
+pub mod snapshots;
 pub mod tasks;
 pub mod timing;
 pub mod watch;
