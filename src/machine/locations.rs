@@ -153,7 +153,7 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// What a waiter of a batch does next.
 enum Turn {
     Done,
-    Failed(kube::core::Status),
+    Failed(Box<kube::core::Status>),
     Write(NodeLocations, u64),
     Wait,
 }
@@ -207,7 +207,7 @@ impl Locations {
                 if slot.written >= mine {
                     Turn::Done
                 } else if let Some((_, status)) = slot.failed.as_ref().filter(|(upto, _)| *upto >= mine) {
-                    Turn::Failed(status.clone())
+                    Turn::Failed(Box::new(status.clone()))
                 } else if slot.writing {
                     Turn::Wait
                 } else {
@@ -217,7 +217,7 @@ impl Locations {
             };
             match turn {
                 Turn::Done => return Ok(out),
-                Turn::Failed(status) => return Err(write_failed(pc, kube::Error::Api(Box::new(status)))),
+                Turn::Failed(status) => return Err(write_failed(pc, kube::Error::Api(status))),
                 Turn::Wait => notified.await,
                 Turn::Write(locations, upto) => {
                     let result = self.write(kube, pc, &locations).await;
