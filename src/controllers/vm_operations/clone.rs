@@ -12,9 +12,9 @@ use capmox_api::vm::{
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
+use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
 
 use super::{OpCtx, pvm, retry, wait_served};
 use crate::conditions::Desired;
@@ -42,39 +42,15 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     }
     let settings = &ctx.settings;
     let (store, writer) = reflector::store::<ProxmoxVMClone>();
-    let wc = || watcher::Config::default().any_semantic();
-    let own = super::super::scope::watch(
-        settings,
-        |ns| match ns {
-            Some(ns) => Api::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
+    let (own, woken) = super::watches(
+        &ctx,
+        writer,
+        store.clone(),
+        |c: &ProxmoxVMClone, p: &ProxmoxVirtualMachine| {
+            let name = p.name_any();
+            c.spec.target.name == name || c.spec.source.name == name
         },
-        settings.primary_watch(wc()),
-    )
-    .default_backoff()
-    .reflect(writer)
-    .touched_objects();
-    let pvms = super::super::scope::watch(
-        settings,
-        |ns| match ns {
-            Some(ns) => Api::<ProxmoxVirtualMachine>::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        },
-        wc(),
-    )
-    .default_backoff()
-    .touched_objects();
-    let index = store.clone();
-    let woken = pvms.filter_map(|r| async move { r.ok() }).flat_map(move |p| {
-        let (ns, name) = (p.namespace(), p.name_any());
-        let refs: Vec<ObjectRef<ProxmoxVMClone>> = index
-            .state()
-            .iter()
-            .filter(|c| c.namespace() == ns && (c.spec.target.name == name || c.spec.source.name == name))
-            .map(|c| ObjectRef::from_obj(c.as_ref()))
-            .collect();
-        futures::stream::iter(refs)
-    });
+    );
     let c = Arc::new(Ctx {
         oc: OpCtx::new(ctx.clone(), FIELD_MANAGER),
         store: store.clone(),

@@ -17,9 +17,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capmox_api::vm::{GROUP, ProxmoxVirtualMachine, VERSION};
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -31,6 +35,76 @@ use crate::machine::latest::Latest;
 use crate::proxmox::Client;
 use crate::virtual_machine::VirtualMachineError;
 use crate::virtual_machine::operations::Again;
+
+/// The watches of one operation controller: its own kind `K` (reflected through `writer` into
+/// the store `index` reads) and a related kind `R` in the same scope, whose changes wake the
+/// objects of the same namespace that `wakes` says the changed one concerns.
+#[allow(clippy::type_complexity)] // Two boxed streams: what the controller is built from.
+pub fn watches<K, R>(
+    ctx: &Context,
+    writer: Writer<K>,
+    index: Store<K>,
+    wakes: impl Fn(&K, &R) -> bool + Send + Sync + 'static,
+) -> (
+    BoxStream<'static, Result<K, watcher::Error>>,
+    BoxStream<'static, ObjectRef<K>>,
+)
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    R: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let client = &ctx.client;
+    let settings = &ctx.settings;
+    let wc = || watcher::Config::default().any_semantic();
+    let own = super::scope::watch(
+        settings,
+        |ns| match ns {
+            Some(ns) => Api::<K>::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        },
+        settings.primary_watch(wc()),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .touched_objects()
+    .boxed();
+    let related = super::scope::watch(
+        settings,
+        |ns| match ns {
+            Some(ns) => Api::<R>::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        },
+        wc(),
+    )
+    .default_backoff()
+    .touched_objects();
+    let woken = related
+        .filter_map(|r| async move { r.ok() })
+        .flat_map(move |r| {
+            let ns = r.namespace();
+            let refs: Vec<ObjectRef<K>> = index
+                .state()
+                .iter()
+                .filter(|k| k.namespace() == ns && wakes(k, &r))
+                .map(|k| ObjectRef::from_obj(k.as_ref()))
+                .collect();
+            futures::stream::iter(refs)
+        })
+        .boxed();
+    (own, woken)
+}
 
 /// How often a missing CRD is looked for.
 const CRD_POLL: Duration = Duration::from_secs(60);

@@ -11,9 +11,9 @@ use capmox_api::vm::{ProxmoxVMRestore, ProxmoxVMSnapshot, ProxmoxVirtualMachine,
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
 use serde_json::json;
 
 use super::{OpCtx, action, client_of, pvm, retry, wait_served};
@@ -41,39 +41,14 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     }
     let settings = &ctx.settings;
     let (store, writer) = reflector::store::<ProxmoxVMRestore>();
-    let wc = || watcher::Config::default().any_semantic();
-    let own = super::super::scope::watch(
-        settings,
-        |ns| match ns {
-            Some(ns) => Api::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
+    let (own, woken) = super::watches(
+        &ctx,
+        writer,
+        store.clone(),
+        |r: &ProxmoxVMRestore, s: &ProxmoxVMSnapshot| {
+            r.spec.snapshot_name == s.name_any() && !op::finished(r)
         },
-        settings.primary_watch(wc()),
-    )
-    .default_backoff()
-    .reflect(writer)
-    .touched_objects();
-    let snaps = super::super::scope::watch(
-        settings,
-        |ns| match ns {
-            Some(ns) => Api::<ProxmoxVMSnapshot>::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        },
-        wc(),
-    )
-    .default_backoff()
-    .touched_objects();
-    let index = store.clone();
-    let woken = snaps.filter_map(|r| async move { r.ok() }).flat_map(move |s| {
-        let ns = s.namespace();
-        let refs: Vec<ObjectRef<ProxmoxVMRestore>> = index
-            .state()
-            .iter()
-            .filter(|r| r.namespace() == ns && r.spec.snapshot_name == s.name_any() && !op::finished(r))
-            .map(|r| ObjectRef::from_obj(r.as_ref()))
-            .collect();
-        futures::stream::iter(refs)
-    });
+    );
     let c = Arc::new(Ctx {
         oc: OpCtx::new(ctx.clone(), FIELD_MANAGER),
         store: store.clone(),

@@ -10,10 +10,9 @@ use capmox_api::vm::{
 };
 use futures::StreamExt;
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
 
 use super::{OpCtx, action, client_of, pvm, retry, wait_served};
 use crate::context::Context;
@@ -40,39 +39,12 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     }
     let settings = &ctx.settings;
     let (store, writer) = reflector::store::<ProxmoxVMSnapshot>();
-    let wc = || watcher::Config::default().any_semantic();
-    let own = super::super::scope::watch(
-        settings,
-        |ns| match ns {
-            Some(ns) => Api::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        },
-        settings.primary_watch(wc()),
-    )
-    .default_backoff()
-    .reflect(writer)
-    .touched_objects();
-    let pvms = super::super::scope::watch(
-        settings,
-        |ns| match ns {
-            Some(ns) => Api::<ProxmoxVirtualMachine>::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        },
-        wc(),
-    )
-    .default_backoff()
-    .touched_objects();
-    let index = store.clone();
-    let woken = pvms.filter_map(|r| async move { r.ok() }).flat_map(move |p| {
-        let ns = p.namespace();
-        let refs: Vec<ObjectRef<ProxmoxVMSnapshot>> = index
-            .state()
-            .iter()
-            .filter(|s| s.namespace() == ns && s.spec.source.name == p.name_any())
-            .map(|s| ObjectRef::from_obj(s.as_ref()))
-            .collect();
-        futures::stream::iter(refs)
-    });
+    let (own, woken) = super::watches(
+        &ctx,
+        writer,
+        store.clone(),
+        |s: &ProxmoxVMSnapshot, p: &ProxmoxVirtualMachine| s.spec.source.name == p.name_any(),
+    );
     let c = Arc::new(Ctx {
         oc: OpCtx::new(ctx.clone(), FIELD_MANAGER),
         store: store.clone(),
