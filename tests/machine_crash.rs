@@ -34,6 +34,7 @@ use serde_json::json;
 const CLONE: &str = "POST /nodes/{node}/qemu/{vmid}/clone";
 const UPLOAD: &str = "POST /nodes/{node}/storage/{storage}/upload";
 const STOP: &str = "POST /nodes/{node}/qemu/{vmid}/status/stop";
+const RESOURCES: &str = "GET /cluster/resources";
 const DESTROY: &str = "DELETE /nodes/{node}/qemu/{vmid}";
 
 /// Fast timings, but a long safety-net resync so idle machines make no Proxmox calls while a
@@ -1223,11 +1224,26 @@ async fn vmid_recorded_without_node_is_reserved_again() {
 /// list that showed the stop).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_machine_costs_one_config_write_and_no_needless_listing() {
+    lone_machine_costs(pve_sim::SimConfig::default()).await;
+}
+
+/// The same with pvestatd's status cache on (10 s, as PVE): `/cluster/resources` shows a new VM
+/// as `VM <vmid>` and a stopped one as running for a while. Neither costs a request more: the
+/// config read under the owner's name is not repeated for a placeholder name, and the stop is
+/// read from its task, not waited for in the list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_machine_costs_the_same_with_pvestatds_lag() {
+    let mut sim = pve_sim::SimConfig::default();
+    sim.scenario.latency.status_cache_ms = Some(10_000);
+    lone_machine_costs(sim).await;
+}
+
+async fn lone_machine_costs(sim: pve_sim::SimConfig) {
     const CONFIG_POST: &str = "POST /nodes/{node}/qemu/{vmid}/config";
     const CONFIG_PUT: &str = "PUT /nodes/{node}/qemu/{vmid}/config";
     const CONFIG_GET: &str = "GET /nodes/{node}/qemu/{vmid}/config";
     const LISTING: &str = "GET /nodes/{node}/storage/{storage}/content";
-    let (h, mut mc) = setup(pve_sim::SimConfig::default(), crash_settings()).await;
+    let (h, mut mc) = setup(sim, crash_settings()).await;
     let st = h.sim.state();
     let before = st.request_counts();
     let vmid = provision_fully(&h, "lone").await;
@@ -1250,6 +1266,11 @@ async fn one_machine_costs_one_config_write_and_no_needless_listing() {
         2,
         "listed only to see the upload and the ISO deletion done"
     );
+    assert_eq!(
+        delta(&before, &provisioned, CONFIG_GET),
+        1,
+        "the config is read once, after the clone (not again once the ISO is gone)"
+    );
     delete_and_wait(&h, "lone").await;
     let deleted = st.request_counts();
     assert_eq!(delta(&provisioned, &deleted, LISTING), 0, "the ISO is known gone");
@@ -1260,6 +1281,15 @@ async fn one_machine_costs_one_config_write_and_no_needless_listing() {
     );
     assert_eq!(delta(&provisioned, &deleted, STOP), 1);
     assert_eq!(delta(&provisioned, &deleted, DESTROY), 1);
+    assert_eq!(
+        delta(&provisioned, &deleted, TASK_STATUS),
+        1,
+        "the stop is read from its task (the list's power state lags)"
+    );
+    assert!(
+        delta(&provisioned, &deleted, RESOURCES) <= 3,
+        "the list is read to find the VM, after the destroy, and at most once more"
+    );
     wait_no_leftovers(&h, "lone deleted").await;
     mc.kill().await;
     h.stop().await;

@@ -192,8 +192,7 @@ async fn reasons_in_order_and_a_failed_task_is_reported_then_retried() {
         "Cloning",
         "WaitingForDiskReconciliation",
         "TaskFailed",
-        // (WaitingForStaticIPAllocation shows only when IPAM is slower than the clone: the
-        // claims are made with it.)
+        "WaitingForStaticIPAllocation",
         "WaitingForBootstrapDataReconciliation",
         "WaitingForVMPowerUp",
         "WaitingForCloudInit",

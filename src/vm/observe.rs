@@ -135,3 +135,16 @@ pub async fn iso_task_effect(
     };
     Ok((Some(seen), at))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pvestatds_placeholder_names() {
+        assert!(placeholder(105, None));
+        assert!(placeholder(105, Some("VM 105")));
+        assert!(!placeholder(105, Some("VM 106")));
+        assert!(!placeholder(105, Some("m1")));
+    }
+}

@@ -293,6 +293,26 @@ mod tests {
     }
 
     #[test]
+    fn a_vm_keeps_its_known_name_when_its_config_is_dropped() {
+        let view = offline_view();
+        let raw: std::collections::BTreeMap<String, serde_json::Value> =
+            serde_json::from_value(serde_json::json!({"name": "m1", "memory": "2048"})).unwrap();
+        lock(&view.configs).insert(
+            200,
+            super::super::CachedConfig {
+                config: Arc::new(VmConfig::from(raw)),
+                at: Instant::now(),
+            },
+        );
+        assert_eq!(view.known_name(200).as_deref(), Some("m1"));
+        view.iso_removed(200);
+        assert!(lock(&view.configs).get(&200).is_none(), "the config is dropped");
+        assert_eq!(view.known_name(200).as_deref(), Some("m1"), "its name is kept");
+        view.forget_vm(200);
+        assert_eq!(view.known_name(200), None);
+    }
+
+    #[test]
     fn list_fields_make_a_partial_config() {
         let r: ClusterResource = serde_json::from_value(serde_json::json!({
             "type": "qemu", "vmid": 200, "name": "m1", "tags": "a;go-proxmox+cloud-init", "lock": "backup"
