@@ -67,16 +67,26 @@ fn power_of(status: Option<&str>) -> Option<Power> {
 
 /// The config fields `/cluster/resources` shows: name, lock, tags, template.
 fn partial_config(r: &ClusterResource) -> VmConfig {
+    fields_config(r.name.as_ref(), r.lock.as_ref(), r.tags.as_ref(), r.template)
+}
+
+/// A config of only the fields a list or `status/current` shows.
+fn fields_config(
+    name: Option<&String>,
+    lock: Option<&String>,
+    tags: Option<&String>,
+    template: bool,
+) -> VmConfig {
     let mut raw = std::collections::BTreeMap::new();
     let mut put = |k: &str, v: Option<&String>| {
         if let Some(v) = v {
             raw.insert(k.to_owned(), serde_json::Value::String(v.clone()));
         }
     };
-    put("name", r.name.as_ref());
-    put("lock", r.lock.as_ref());
-    put("tags", r.tags.as_ref());
-    if r.template {
+    put("name", name);
+    put("lock", lock);
+    put("tags", tags);
+    if template {
         raw.insert("template".to_owned(), serde_json::json!(1));
     }
     VmConfig::from(raw)
@@ -143,7 +153,7 @@ impl ProxmoxView {
                 });
             }
             // Too fresh for the list: read the VM itself.
-            let vm = self.read_vm(&node, vmid).await?;
+            let vm = self.read_vm(&node, vmid, config_of.is_some()).await?;
             let booted = vm
                 .as_ref()
                 .filter(|v| v.power != Power::Stopped)
@@ -192,16 +202,28 @@ impl ProxmoxView {
         })
     }
 
-    /// Reads the VM on `node` directly (`status/current` + config): for VMs the shared list cannot
-    /// describe yet (Proxmox shows a freshly created VM without name and status for a few seconds).
-    async fn read_vm(&self, node: &str, vmid: u32) -> Result<Option<VmFacts>, ViewError> {
+    /// Reads the VM on `node` directly (`status/current`, and its config when `full`): for VMs the
+    /// shared list cannot describe yet (Proxmox shows a freshly created VM without name and status
+    /// for up to one pvestatd cycle). Without `full`, the fields `status/current` shows (name,
+    /// lock, tags, template — read from the config by PVE) stand for the config, as the list's do.
+    async fn read_vm(&self, node: &str, vmid: u32, full: bool) -> Result<Option<VmFacts>, ViewError> {
         let status = match self.client.vm_status(node, vmid).await {
             Ok(s) => s,
             Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(ViewError::proxmox(format!("reading VM {vmid} on {node}"))(e)),
         };
-        let Some(config) = self.config(node, vmid).await? else {
-            return Ok(None);
+        let config = if full {
+            let Some(config) = self.config(node, vmid).await? else {
+                return Ok(None);
+            };
+            (*config).clone()
+        } else {
+            fields_config(
+                status.name.as_ref(),
+                status.lock.as_ref(),
+                status.tags.as_ref(),
+                status.template,
+            )
         };
         let power = if status.is_paused() {
             Power::Paused
@@ -220,7 +242,7 @@ impl ProxmoxView {
                 status.uptime.unwrap_or(0)
             },
             ha_managed: status.ha.managed,
-            config: (*config).clone(),
+            config,
         }))
     }
 }
