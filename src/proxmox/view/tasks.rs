@@ -117,6 +117,10 @@ impl ProxmoxView {
         if seen {
             let took = self.finished(raw).unwrap_or(age);
             self.task_done(&key, took);
+            // What the view's refresher would have looked for was seen by this pass.
+            if let Some(vmid) = vmid {
+                self.waits.remove(vmid);
+            }
             return Ok(Some(look(TaskFacts::Succeeded)));
         }
         // A power change is read when it should be done (a pass that comes earlier waits without a
@@ -126,6 +130,11 @@ impl ProxmoxView {
             return Ok(Some(look(TaskFacts::Running)));
         }
         let facts = self.ask_for_task(raw, &upid, &key, age).await?;
+        if facts != TaskFacts::Running
+            && let Some(vmid) = vmid
+        {
+            self.waits.remove(vmid);
+        }
         if let (TaskFacts::Failed { .. }, Some(vmid)) = (&facts, vmid) {
             // A failed config task may have applied nothing: the config is read again.
             self.forget_config(vmid);
