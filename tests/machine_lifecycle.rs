@@ -192,7 +192,8 @@ async fn reasons_in_order_and_a_failed_task_is_reported_then_retried() {
         "Cloning",
         "WaitingForDiskReconciliation",
         "TaskFailed",
-        "WaitingForStaticIPAllocation",
+        // (WaitingForStaticIPAllocation shows only when IPAM is slower than the clone: the
+        // claims are asked for with it.)
         "WaitingForBootstrapDataReconciliation",
         "WaitingForVMPowerUp",
         "WaitingForCloudInit",

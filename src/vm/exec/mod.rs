@@ -209,7 +209,7 @@ pub async fn execute<A: Adapter>(
         }
         Step::HandleFailedTask { kind, exitstatus } => failed_task(record, kind, exitstatus, s),
         Step::ReserveVm => place::reserve(env, record).await?,
-        Step::CloneVm => place::clone(env, record).await?,
+        Step::CloneVm => clone(env, record).await?,
         Step::ForgetVmid { holder } => {
             let vmid = record.vmid.unwrap_or_default();
             record.vmid = None;
@@ -296,6 +296,26 @@ pub async fn execute<A: Adapter>(
             StepResult::failed(f.reason, f.message.clone(), f.retry_after)
         }
     })
+}
+
+/// Clones the VM ([`place::clone`]) and asks for its addresses while Proxmox copies the disks, so
+/// the owner's IPAM works meanwhile instead of after the clone. What comes of the asking (a
+/// missing pool, …) is the later ObtainAddresses step's to report.
+async fn clone<A: Adapter>(env: &Env<'_, A>, record: &mut VmRecord) -> Result<StepResult, A::Error> {
+    let mut r = place::clone(env, record).await?;
+    if record.task.is_some() {
+        // What the owner knows of them first (from its caches): the asking reports on it.
+        let _ = env.adapter.addresses();
+        match env.adapter.obtain_addresses().await {
+            // A warning of the asking (e.g. claims made again for orphaned addresses) is shown.
+            Ok(report) if r.report.warning.is_none() => r.report.warning = report.warning,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(owner = %env.owner, error = %e, "asking for the addresses with the clone");
+            }
+        }
+    }
+    Ok(r)
 }
 
 /// Records what the VM shows was done (see [`Step::Adopt`]); no Proxmox request.
