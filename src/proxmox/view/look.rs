@@ -162,13 +162,13 @@ impl ProxmoxView {
         };
         let snapshot_age = at.elapsed();
         // A start (or pause, resume, reboot) this process confirmed, which the list may not
-        // show yet.
-        let confirmed = lock(&self.writes)
-            .confirmed_since(vmid, at)
-            .filter(|(p, _)| *p != power);
-        let power = confirmed.map_or(power, |(p, _)| p);
+        // show yet. While the list may lag, the time since a confirmed start is also the VM's
+        // uptime when the list shows it running: the list's uptime is pvestatd's, up to one
+        // cycle old when read, and guests would look younger than they are.
+        let confirmed = lock(&self.writes).confirmed_since(vmid, at);
+        let power = confirmed.filter(|(p, _)| *p != power).map_or(power, |(p, _)| p);
         let started = confirmed
-            .filter(|(p, _)| *p == Power::Running)
+            .filter(|(p, _)| *p == Power::Running && power == Power::Running)
             .map(|(_, since)| since);
         let uptime = match (power, started) {
             (_, Some(since)) => since.elapsed(),
