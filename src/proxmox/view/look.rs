@@ -314,6 +314,28 @@ mod tests {
         assert_eq!(power(stopped), (Power::Stopped, false));
     }
 
+    #[tokio::test]
+    async fn a_confirmed_start_gives_the_uptime_while_the_list_may_lag() {
+        let view = offline_view();
+        let upid = "UPID:pve1:00001234:00005678:65000000:qmstart:200:capmox@pve!t:";
+        view.started(upid, 200);
+        assert!(lock(&view.writes).started(200));
+        let since = Instant::now();
+        // Some time passes (a wait on the clock, not on the code under test)...
+        while since.elapsed() < Duration::from_millis(20) {
+            std::thread::yield_now();
+        }
+        // ... and a list read now shows it running, up 0 s at pvestatd's last refresh: the list
+        // alone would make it 20 ms younger than it is.
+        let read = Instant::now();
+        let look = view.look_in(&listed("running"), read, 200, None).await.unwrap();
+        let booted = look.booted.unwrap();
+        assert!(
+            booted + Duration::from_millis(10) < read,
+            "up since the confirmed start, not since the list was read"
+        );
+    }
+
     #[test]
     fn a_vm_keeps_its_known_name_when_its_config_is_dropped() {
         let view = offline_view();
