@@ -82,10 +82,18 @@ pub fn owner_busy(pvm: &ProxmoxVirtualMachine) -> Option<String> {
     }
     match s.phase {
         Some(p @ (VmPhase::Creating | VmPhase::Starting | VmPhase::Stopping | VmPhase::Deleting)) => {
-            Some(format!("ProxmoxVirtualMachine {name} is {}", p.as_str()))
+            return Some(format!("ProxmoxVirtualMachine {name} is {}", p.as_str()));
         }
-        _ => None,
+        Some(VmPhase::Error) => return None,
+        _ => {}
     }
+    // A spec the controller has not applied yet: its pass may be writing the VM's config, and
+    // one that comes after a rollback would write the spec over the restored state before the
+    // restore is marked (SpecDrift would then show nothing). A VM in Error is not waited for:
+    // restoring it may be what repairs it.
+    let generation = pvm.metadata.generation?;
+    (s.provisioned == Some(true) && s.applied_generation != Some(generation))
+        .then(|| format!("ProxmoxVirtualMachine {name} is applying generation {generation} of its spec"))
 }
 
 /// The VM now (lock, power, node) from the shared list, read after this process's last write to
@@ -149,4 +157,35 @@ pub fn time_of(secs: u64) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::
     k8s_openapi::jiff::Timestamp::from_second(secs)
         .ok()
         .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capmox_api::vm::ProxmoxVirtualMachineStatus;
+
+    fn pvm(phase: VmPhase, generation: i64, applied: Option<i64>) -> ProxmoxVirtualMachine {
+        let mut pvm = ProxmoxVirtualMachine::new("db", Default::default());
+        pvm.metadata.generation = Some(generation);
+        pvm.status = Some(ProxmoxVirtualMachineStatus {
+            phase: Some(phase),
+            provisioned: Some(true),
+            applied_generation: applied,
+            ..Default::default()
+        });
+        pvm
+    }
+
+    #[test]
+    fn a_vm_applying_its_spec_is_busy_an_applied_or_failed_one_is_not() {
+        let busy = owner_busy(&pvm(VmPhase::Running, 3, Some(2)));
+        assert_eq!(
+            busy.as_deref(),
+            Some("ProxmoxVirtualMachine db is applying generation 3 of its spec")
+        );
+        assert_eq!(owner_busy(&pvm(VmPhase::Running, 3, Some(3))), None);
+        assert_eq!(owner_busy(&pvm(VmPhase::Error, 3, Some(2))), None);
+        let starting = owner_busy(&pvm(VmPhase::Starting, 3, Some(3)));
+        assert_eq!(starting.as_deref(), Some("ProxmoxVirtualMachine db is Starting"));
+    }
 }
