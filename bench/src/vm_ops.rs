@@ -40,9 +40,10 @@ pub struct OpReport {
 }
 
 /// The floors of the operations under `latency`: a snapshot and a rollback are one task each; a
-/// linked clone is a standalone VM's way to `Running` with a linked instead of a full clone; an
-/// import is the download, the VM creation that imports the disk, the template conversion and
-/// the removal of the downloaded file.
+/// linked clone is `Succeeded` once its new VM is provisioned: the linked clone, config, ISO
+/// upload and start, then the guest agent and cloud-init (whichever answers later); an import is
+/// the download, the VM creation that imports the disk, the template conversion and the removal
+/// of the downloaded file.
 pub fn floors(latency: &pve_sim::LatencySpec) -> [(&'static str, f64); 4] {
     let sum = |tasks: &[&str]| tasks.iter().map(|t| latency.task(t).as_secs_f64()).sum::<f64>();
     [
@@ -50,7 +51,8 @@ pub fn floors(latency: &pve_sim::LatencySpec) -> [(&'static str, f64); 4] {
         (RESTORE, sum(&["qmrollback"])),
         (
             CLONE,
-            sum(&["qmclone-linked", "qmconfig", "imgcopy", "qmstart"]) + latency.agent_ready().as_secs_f64(),
+            sum(&["qmclone-linked", "qmconfig", "imgcopy", "qmstart"])
+                + latency.agent_ready().max(latency.cloud_init_done()).as_secs_f64(),
         ),
         (IMPORT, sum(&["download", "qmcreate", "qmtemplate", "imgdel"])),
     ]
@@ -58,7 +60,7 @@ pub fn floors(latency: &pve_sim::LatencySpec) -> [(&'static str, f64); 4] {
 
 const SNAPSHOT: &str = "snapshot with memory";
 const RESTORE: &str = "restore (with memory)";
-const CLONE: &str = "linked clone to Running";
+const CLONE: &str = "linked clone to provisioned";
 const IMPORT: &str = "image import to template";
 
 /// Where the operations run.
