@@ -76,7 +76,8 @@ demo:
 	$(CARGO) run -q -p capmox-demo
 
 ## demo-vm: one standalone VM (ProxmoxVirtualMachine, no Cluster API): created, paused, resumed,
-## resized, deleted
+## resized, snapshotted, changed, restored, cloned; an image the demo serves on loopback imported as a
+## template (ProxmoxVMImage) and a VM run from it; everything deleted
 demo-vm:
 	$(CARGO) run -q -p capmox-demo --bin capmox-demo-vm
 

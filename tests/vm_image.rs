@@ -3,10 +3,14 @@
 //! (download with its checksum → VM with the disk imported → template, the file removed), a
 //! ProxmoxVirtualMachine naming it waits for it and then clones it; a second image of the same
 //! name and checksum reuses the template; a checksum mismatch fails and leaves nothing; bad
-//! input gets an admission error or a clear condition.
+//! input gets an admission error or a clear condition. A ProxmoxMachine naming an image
+//! (`spec.imageRef`) waits for it (nothing made in Proxmox while it is missing), then clones its
+//! template and is provisioned; `imageRef` beside another template source is refused by the API
+//! server's CEL rules.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod image_support;
+mod machine_support;
 mod vm_support;
 
 use capmox_api::vm::{ImagePhase, VmPhase};
@@ -217,4 +221,131 @@ async fn bad_input_gets_an_admission_error_or_a_clear_condition() {
     assert_eq!(p.status.unwrap().phase, Some(VmPhase::Pending));
     assert!(st.non_template_vmids().is_empty() && ih.import_files().is_empty());
     ih.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxmox_machine_clones_an_image_and_waits_for_a_missing_one() {
+    use capmox_api::v1alpha2::{MESSAGE_MACHINE_IMAGE_REF_ALONE, ProxmoxMachine};
+    use machine_support as ms;
+
+    let h = ms::Harness::start_with(sim_config(), ms::fast_machine_settings()).await;
+    let st = h.sim.state();
+    h.env
+        .install_crds(vec![capmox_api::crd::proxmox_vm_images().unwrap()])
+        .await
+        .unwrap();
+    let images_controller = tokio::spawn(capmox::controllers::vm_image::run(
+        h.context(),
+        std::future::pending::<()>(),
+    ));
+    let files = pve_sim::fileserver::FileServer::start().await.unwrap();
+    files.put("noble.qcow2", image_bytes());
+    let images = kube::Api::<capmox_api::vm::ProxmoxVMImage>::namespaced(h.client.clone(), ms::NS);
+    let image: capmox_api::vm::ProxmoxVMImage = serde_json::from_value(json!({
+        "apiVersion": capmox_api::vm::API_VERSION, "kind": capmox_api::vm::IMAGE_KIND,
+        "metadata": {"name": "noble", "namespace": ms::NS},
+        "spec": {"url": files.url("noble.qcow2"), "node": "pve1", "storage": "local",
+            "checksum": sha256(&image_bytes()), "checksumAlgorithm": "sha256",
+            "templateName": "noble-tmpl", "hardware": {"diskStorage": "local-lvm"}}
+    }))
+    .unwrap();
+    images.create(&Default::default(), &image).await.unwrap();
+    h.create_cluster("c1", json!({})).await;
+    // The machine spec names the image instead of a template.
+    let by_image = |name: &str| json!({"imageRef": {"name": name}, "templateID": null, "sourceNode": null, "full": false});
+
+    // imageRef beside templateID (with sourceNode) or templateSelector: refused, in v1alpha2
+    // and in v1alpha1, with the rule's message.
+    let v1 = json!({"imageRef": {"name": "noble"}});
+    for (version, extra) in [
+        ("v1alpha2", json!({"templateID": 100, "sourceNode": "pve1"})),
+        ("v1alpha2", json!({"templateSelector": {"matchTags": ["a"]}})),
+        ("v1alpha1", json!({"templateID": 100, "sourceNode": "pve1"})),
+    ] {
+        let mut full = if version == "v1alpha1" {
+            v1.clone()
+        } else {
+            let mut s = ms::default_machine_spec();
+            ms::merge(&mut s, by_image("noble"));
+            s
+        };
+        ms::merge(&mut full, extra.clone());
+        let obj: kube::api::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": format!("infrastructure.cluster.x-k8s.io/{version}"), "kind": "ProxmoxMachine",
+            "metadata": {"name": "both", "namespace": ms::NS}, "spec": full
+        }))
+        .unwrap();
+        let (group, kind) = ("infrastructure.cluster.x-k8s.io", "ProxmoxMachine");
+        let ar = kube::discovery::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(group, version, kind),
+            "proxmoxmachines",
+        );
+        let api = kube::Api::<kube::api::DynamicObject>::namespaced_with(h.client.clone(), ms::NS, &ar);
+        let err = api
+            .create(&Default::default(), &obj)
+            .await
+            .expect_err("imageRef with another template source")
+            .to_string();
+        assert!(
+            err.contains(MESSAGE_MACHINE_IMAGE_REF_ALONE),
+            "{version} {extra}: {err}"
+        );
+    }
+
+    // A machine naming an image that does not exist waits, with nothing made in Proxmox.
+    let orphan = h
+        .create_machine(
+            "c1",
+            "orphan",
+            false,
+            Some((ms::CLOUD_CONFIG, None)),
+            by_image("nope"),
+        )
+        .await;
+    assert_eq!(orphan.spec.image_ref.as_ref().unwrap().name, "nope");
+    let waiting = h
+        .wait_pm("orphan", 60, "waiting for a missing image", |pm| {
+            pm.condition("VirtualMachineProvisioned")
+                .is_some_and(|c| c.reason == "WaitingForImage" && c.message.contains("does not exist"))
+        })
+        .await;
+    assert_eq!(waiting.spec.virtual_machine_id, None);
+
+    // A machine naming the image clones its template once it is Ready.
+    h.create_machine(
+        "c1",
+        "m1",
+        false,
+        Some((ms::CLOUD_CONFIG, None)),
+        by_image("noble"),
+    )
+    .await;
+    let img = testenv::wait::wait_for(60, "image noble Ready", || async {
+        let img = images.get_opt("noble").await.ok().flatten()?;
+        (img.status.as_ref()?.phase == Some(ImagePhase::Ready)).then_some(img)
+    })
+    .await;
+    let template = u32::try_from(img.status.unwrap().template_vmid.unwrap()).unwrap();
+    let m1: ProxmoxMachine = h.wait_provisioned("m1", 120).await;
+    assert!(
+        m1.spec
+            .provider_id
+            .as_deref()
+            .is_some_and(|p| p.starts_with("proxmox://")),
+        "{:?}",
+        m1.spec
+    );
+    let vmid = u32::try_from(m1.spec.virtual_machine_id.unwrap()).unwrap();
+    assert_eq!(
+        st.with(|c| c.vms[&vmid].linked_base),
+        Some(template),
+        "a linked clone of the image's template"
+    );
+    // Only m1's VM exists: the orphan still waits and made nothing.
+    assert_eq!(st.non_template_vmids(), [vmid]);
+    let orphan = h.pms().get("orphan").await.unwrap();
+    assert_eq!(ms::reason_of(&orphan).as_deref(), Some("WaitingForImage"));
+    images_controller.abort();
+    let _ = images_controller.await;
+    h.stop().await;
 }

@@ -131,6 +131,30 @@ fn cloud_init_storage_and_network_config_format_survive_v1alpha1() {
 }
 
 #[test]
+fn image_ref_is_in_both_versions() {
+    // A machine and a template naming a ProxmoxVMImage: v1alpha1 holds imageRef itself (no
+    // conversion data), so a machine CAPI v1.10 creates through v1alpha1 has a template source.
+    let net = json!({"networkDevices": [{"name": "net0", "bridge": "vmbr0", "defaultIPv4": true, "defaultIPv6": true}]});
+    let hub = machine_v2(json!({"imageRef": {"name": "noble"}, "full": false, "network": net}));
+    let spoke = down(hub.clone());
+    assert_eq!(spoke["spec"]["imageRef"], json!({"name": "noble"}));
+    assert_eq!(conversion_data(&spoke), None);
+    assert_eq!(up(spoke), hub);
+    let template = json!({"apiVersion": V2, "kind": "ProxmoxMachineTemplate", "metadata": {"name": "t"},
+        "spec": {"template": {"spec": {"imageRef": {"name": "noble"}, "network": net}}}});
+    let spoke = down(template.clone());
+    assert_eq!(
+        spoke["spec"]["template"]["spec"]["imageRef"],
+        json!({"name": "noble"})
+    );
+    assert!(
+        spoke["spec"]["template"].get("metadata").is_none(),
+        "no machine data needed: {spoke}"
+    );
+    assert_eq!(up(spoke), template);
+}
+
+#[test]
 fn additional_volumes_and_ha_survive_v1alpha1() {
     let hub = machine_v2(json!({
         "sourceNode": "pve1", "templateID": 100,

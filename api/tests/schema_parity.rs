@@ -176,26 +176,162 @@ const ALLOWED_ADDITIONS: &[(&str, &str, &str)] = &[
         "status.credentialsRef",
         "the zone credentials Secret the VM was created with",
     ),
+    // capmox-rs: a ProxmoxVMImage as the template source (issue 27), in both versions so that a
+    // machine CAPI v1.10 creates through v1alpha1 keeps its source.
+    (
+        "ProxmoxMachine v1alpha2",
+        "spec.imageRef",
+        "clone the template of a ProxmoxVMImage",
+    ),
+    (
+        "ProxmoxMachine v1alpha1",
+        "spec.imageRef",
+        "same field in v1alpha1 (CAPI v1.10 creates machines through it)",
+    ),
+    (
+        "ProxmoxMachineTemplate v1alpha2",
+        "spec.template.spec.imageRef",
+        "same spec field in the template",
+    ),
+    (
+        "ProxmoxMachineTemplate v1alpha1",
+        "spec.template.spec.imageRef",
+        "same spec field in the template",
+    ),
 ];
+
+/// A CEL rule as the parity diff shows it: `(message, rule)`.
+type Rule = (&'static str, &'static str);
 
 /// capmox's rule on `ProxmoxCluster.spec` requiring an IP pool; ours also accepts a cluster
 /// without pools (every machine on DHCP) when its control-plane endpoint is static.
-const CAPMOX_IP_CONFIG_RULE: &str = r#"{"message":"at least one ip config must be set, either ipv4Config or ipv6Config","rule":"self.ipv4Config != null || self.ipv6Config != null"}"#;
+const CAPMOX_IP_CONFIG_RULE: Rule = (
+    "at least one ip config must be set, either ipv4Config or ipv6Config",
+    "self.ipv4Config != null || self.ipv6Config != null",
+);
 
-/// Rules on `spec` that ours replaces: `(pair, capmox's rule, reason)`. Ours must accept
-/// everything capmox's accepts.
-const ALLOWED_RULE_CHANGES: &[(&str, &str, &str)] = &[
-    (
-        "ProxmoxCluster v1alpha2",
-        CAPMOX_IP_CONFIG_RULE,
-        "DHCP-only clusters need no IP pool but a static endpoint (issue 14 item 4)",
-    ),
-    (
-        "ProxmoxCluster v1alpha1",
-        CAPMOX_IP_CONFIG_RULE,
-        "same rule in v1alpha1",
-    ),
-];
+/// capmox's template-source rules on `ProxmoxMachine.spec` (v1alpha2, v1alpha1) and on the
+/// v1alpha2 template's machine spec; ours let `imageRef` stand in for them.
+const CAPMOX_SOURCE_NODE_XOR_SELECTOR: &str =
+    "[has(self.sourceNode), has(self.templateSelector)].exists_one(c, c)";
+const CAPMOX_TEMPLATE_ID_XOR_SELECTOR: &str =
+    "[has(self.templateID), has(self.templateSelector)].exists_one(c, c)";
+const CAPMOX_TEMPLATE_SOURCE: &str =
+    "has(self.templateSelector) || (has(self.templateID) && has(self.sourceNode))";
+const MSG_V2_SOURCE: &str = "must define either a SourceNode with a TemplateID or a TemplateSelector";
+const MSG_V1_SOURCE: &str = "must define either SourceNode with TemplateID, OR TemplateSelector";
+const MSG_V1_SOURCE_DOT: &str = "must define either SourceNode with TemplateID, OR TemplateSelector.";
+const MSG_TEMPLATE_SOURCE: &str = "Must specify either templateID or templateSelector";
+
+/// A CEL rule ours replaces or adds at `path` of `pair`: `theirs` is capmox's rule ours no
+/// longer has (`None`: an added rule), `ours` the rule only ours has (`None`: a dropped one).
+/// Ours must accept everything capmox's accepts.
+struct RuleChange {
+    pair: &'static str,
+    path: &'static str,
+    theirs: Option<Rule>,
+    ours: Option<Rule>,
+    reason: &'static str,
+}
+
+fn rule_changes() -> Vec<RuleChange> {
+    use capmox_api::v1alpha2 as v2;
+    let cluster = (v2::RULE_CLUSTER_IP_CONFIG_MESSAGE, v2::RULE_CLUSTER_IP_CONFIG);
+    let image_alone = (
+        v2::MESSAGE_MACHINE_IMAGE_REF_ALONE,
+        v2::RULE_MACHINE_IMAGE_REF_ALONE,
+    );
+    let guarded = |message, theirs, ours| RuleChange {
+        pair: "",
+        path: "spec",
+        theirs: Some((message, theirs)),
+        ours: Some((message, ours)),
+        reason: "imageRef is a template source of its own; without it the rule is capmox's",
+    };
+    let at = |pair, path, change: RuleChange| RuleChange { pair, path, ..change };
+    let mut changes = vec![
+        RuleChange {
+            pair: "ProxmoxCluster v1alpha2",
+            path: "spec",
+            theirs: Some(CAPMOX_IP_CONFIG_RULE),
+            ours: Some(cluster),
+            reason: "DHCP-only clusters need no IP pool but a static endpoint (issue 14 item 4)",
+        },
+        RuleChange {
+            pair: "ProxmoxCluster v1alpha1",
+            path: "spec",
+            theirs: Some(CAPMOX_IP_CONFIG_RULE),
+            ours: Some(cluster),
+            reason: "same rule in v1alpha1",
+        },
+    ];
+    for (pair, path, rules) in [
+        (
+            "ProxmoxMachine v1alpha2",
+            "spec",
+            vec![
+                (
+                    MSG_V2_SOURCE,
+                    CAPMOX_SOURCE_NODE_XOR_SELECTOR,
+                    v2::RULE_MACHINE_SOURCE_NODE_XOR_SELECTOR,
+                ),
+                (
+                    MSG_V2_SOURCE,
+                    CAPMOX_TEMPLATE_ID_XOR_SELECTOR,
+                    v2::RULE_MACHINE_TEMPLATE_ID_XOR_SELECTOR,
+                ),
+                (
+                    MSG_TEMPLATE_SOURCE,
+                    CAPMOX_TEMPLATE_SOURCE,
+                    v2::RULE_MACHINE_TEMPLATE_SOURCE,
+                ),
+            ],
+        ),
+        (
+            "ProxmoxMachine v1alpha1",
+            "spec",
+            vec![
+                (
+                    MSG_V1_SOURCE,
+                    CAPMOX_SOURCE_NODE_XOR_SELECTOR,
+                    v2::RULE_MACHINE_SOURCE_NODE_XOR_SELECTOR,
+                ),
+                (
+                    MSG_V1_SOURCE_DOT,
+                    CAPMOX_TEMPLATE_ID_XOR_SELECTOR,
+                    v2::RULE_MACHINE_TEMPLATE_ID_XOR_SELECTOR,
+                ),
+            ],
+        ),
+        (
+            "ProxmoxMachineTemplate v1alpha2",
+            "spec.template.spec",
+            vec![(
+                MSG_TEMPLATE_SOURCE,
+                CAPMOX_TEMPLATE_SOURCE,
+                v2::RULE_MACHINE_TEMPLATE_SOURCE,
+            )],
+        ),
+        ("ProxmoxMachineTemplate v1alpha1", "spec.template.spec", vec![]),
+    ] {
+        for (message, theirs, ours) in rules {
+            changes.push(at(pair, path, guarded(message, theirs, ours)));
+        }
+        changes.push(RuleChange {
+            pair,
+            path,
+            theirs: None,
+            ours: Some(image_alone),
+            reason: "imageRef comes without templateID, sourceNode and templateSelector",
+        });
+    }
+    changes
+}
+
+/// A rule as the parity diff prints it.
+fn rule_json((message, rule): Rule) -> String {
+    serde_json::json!({"message": message, "rule": rule}).to_string()
+}
 
 /// Kind/version pairs where ours adds a status subresource capmox does not declare: `(pair, reason)`.
 /// A status subresource only moves status writes to `/status`; capmox manifests carry no status.
@@ -232,27 +368,25 @@ fn is_allowed(d: &Difference) -> bool {
                 .iter()
                 .any(|(pair, _)| *pair == d.pair);
     }
-    if d.path == "spec" {
-        let replaced = |p: &str| p == d.pair.as_str();
-        if let Some(rule) = d
-            .what
-            .strip_prefix("x-kubernetes-validations: rule missing in ours: ")
-        {
-            return ALLOWED_RULE_CHANGES
-                .iter()
-                .any(|(pair, r, _)| replaced(pair) && *r == rule);
-        }
-        if let Some(rule) = d
-            .what
-            .strip_prefix("x-kubernetes-validations: rule only in ours: ")
-        {
-            let ours = serde_json::json!({
-                "message": capmox_api::v1alpha2::RULE_CLUSTER_IP_CONFIG_MESSAGE,
-                "rule": capmox_api::v1alpha2::RULE_CLUSTER_IP_CONFIG,
-            })
-            .to_string();
-            return rule == ours && ALLOWED_RULE_CHANGES.iter().any(|(pair, _, _)| replaced(pair));
-        }
+    let changes = rule_changes();
+    let at = |c: &&RuleChange| c.pair == d.pair && c.path == d.path;
+    if let Some(rule) = d
+        .what
+        .strip_prefix("x-kubernetes-validations: rule missing in ours: ")
+    {
+        return changes
+            .iter()
+            .filter(at)
+            .any(|c| c.theirs.map(rule_json).as_deref() == Some(rule));
+    }
+    if let Some(rule) = d
+        .what
+        .strip_prefix("x-kubernetes-validations: rule only in ours: ")
+    {
+        return changes
+            .iter()
+            .filter(at)
+            .any(|c| c.ours.map(rule_json).as_deref() == Some(rule));
     }
     d.what == "property only in ours"
         && ALLOWED_ADDITIONS
@@ -355,6 +489,22 @@ fn allow_list_entries_are_used() {
             all.iter()
                 .any(|d| d.pair == *pair && d.path == *path && d.what == "property only in ours"),
             "allow-list entry {pair} {path} ({why}) matches no additive difference; remove it"
+        );
+    }
+    for c in rule_changes() {
+        let shown = |prefix: &str, rule: Option<Rule>| {
+            rule.is_none_or(|r| {
+                let what = format!("x-kubernetes-validations: {prefix}: {}", rule_json(r));
+                all.iter()
+                    .any(|d| d.pair == c.pair && d.path == c.path && d.what == what)
+            })
+        };
+        assert!(
+            shown("rule missing in ours", c.theirs) && shown("rule only in ours", c.ours),
+            "rule change {} {} ({}) matches no difference; remove or fix it",
+            c.pair,
+            c.path,
+            c.reason
         );
     }
     for (pair, why) in ALLOWED_STATUS_SUBRESOURCES {

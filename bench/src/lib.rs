@@ -18,6 +18,7 @@ pub mod manager;
 pub mod objects;
 pub mod report;
 mod run;
+pub mod vm_ops;
 pub mod vms;
 mod world;
 
@@ -111,6 +112,9 @@ pub struct BenchOptions {
     pub keep: Option<PathBuf>,
     /// Print progress on stderr.
     pub progress: bool,
+    /// How many VMs of a VM run get a snapshot, a restore and a linked clone (one image import
+    /// with them); 0 for none.
+    pub vm_ops: usize,
 }
 
 impl Default for BenchOptions {
@@ -124,6 +128,7 @@ impl Default for BenchOptions {
             timeout: None,
             keep: None,
             progress: false,
+            vm_ops: 3,
         }
     }
 }

@@ -19,6 +19,10 @@ struct Args {
     /// with `@realistic` or `@instant`; empty for none.
     #[arg(long, default_value = "10")]
     vms: String,
+    /// How many VMs of each standalone-VM run get a snapshot with memory, its restore and a
+    /// linked clone (with one image import); 0 for none.
+    #[arg(long, default_value_t = 3)]
+    vm_ops: usize,
     /// Latency profile of runs without `@profile`.
     #[arg(long, default_value = "realistic", value_parser = Profile::parse)]
     profile: Profile,
@@ -127,6 +131,7 @@ async fn main() -> ExitCode {
         timeout: args.timeout_secs.map(Duration::from_secs),
         keep: args.keep,
         progress: true,
+        vm_ops: args.vm_ops,
     };
     let mut reports = Vec::new();
     let mut failed = false;

@@ -1,8 +1,8 @@
 //! The standalone-VM row of `make bench`: N ProxmoxVirtualMachines (no Cluster API) created at
 //! once against pve-sim's demo scenario, timed until every one is `Running` with its guest's
-//! address (makespan vs the floor of one VM), then a window at rest, then their deletion —
-//! Proxmox requests per VM from pve-sim's counters, Kubernetes requests of the manager at the
-//! control plane.
+//! address (makespan vs the floor of one VM), then a window at rest, then snapshots, restores,
+//! linked clones and an image import ([`crate::vm_ops`]), then their deletion — Proxmox requests
+//! per VM from pve-sim's counters, Kubernetes requests of the manager at the control plane.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -46,6 +46,8 @@ pub struct VmReport {
     pub rest_window_secs: f64,
     /// Requests while deleting.
     pub delete: Delta,
+    /// The VM operations (snapshot, restore, linked clone, image import).
+    pub ops: Vec<crate::vm_ops::OpReport>,
     /// What failed or leaked.
     pub errors: Vec<String>,
 }
@@ -59,10 +61,14 @@ pub fn vm_floor_secs(latency: &pve_sim::LatencySpec) -> f64 {
         + latency.agent_ready().as_secs_f64()
 }
 
+fn vm_name(i: usize) -> String {
+    format!("vm-{i:04}")
+}
+
 fn vm(i: usize) -> Result<ProxmoxVirtualMachine, BenchError> {
     Ok(serde_json::from_value(serde_json::json!({
         "apiVersion": capmox_api::vm::API_VERSION, "kind": capmox_api::vm::KIND,
-        "metadata": {"name": format!("vm-{i:04}"), "namespace": NAMESPACE},
+        "metadata": {"name": vm_name(i), "namespace": NAMESPACE},
         "spec": {
             "templateID": 100, "sourceNode": "pve1", "memoryMiB": 2048,
             "allowedNodes": ["pve1", "pve2", "pve3"], "storage": "shared",
@@ -79,7 +85,8 @@ fn running(p: &ProxmoxVirtualMachine) -> bool {
     })
 }
 
-fn snapshot(env: &TestEnv, sim: &pve_sim::SimServer) -> Result<Snapshot, BenchError> {
+/// The counters now.
+pub(crate) fn snapshot(env: &TestEnv, sim: &pve_sim::SimServer) -> Result<Snapshot, BenchError> {
     let kube = match env.request_counts() {
         Some(counts) => kube_by_verb(&counts?, "capmox-rs/"),
         None => Default::default(),
@@ -101,7 +108,12 @@ pub async fn run_vms(opts: &BenchOptions, n: usize, profile: Profile) -> Result<
     if profile == Profile::Instant {
         scenario.latency = pve_sim::LatencySpec::default();
     }
+    // `local` takes `import` content: the image import's download lands there.
+    for s in scenario.storages.iter_mut().filter(|s| s.name == "local") {
+        s.content.push_str(",import");
+    }
     let floor = vm_floor_secs(&scenario.latency);
+    let latency = scenario.latency.clone();
     let sim = pve_sim::SimServer::start(pve_sim::SimConfig {
         scenario,
         ..pve_sim::SimConfig::default()
@@ -154,7 +166,15 @@ pub async fn run_vms(opts: &BenchOptions, n: usize, profile: Profile) -> Result<
         floor_secs: floor,
         ..VmReport::default()
     };
-    let result = measure(opts, n, &env, &sim, &client, &mut manager, &mut report).await;
+    let result = measure(
+        opts,
+        n,
+        (&env, &sim, &latency),
+        &client,
+        &mut manager,
+        &mut report,
+    )
+    .await;
     manager.stop().await?;
     sim.shutdown().await;
     drop(env);
@@ -164,8 +184,7 @@ pub async fn run_vms(opts: &BenchOptions, n: usize, profile: Profile) -> Result<
 async fn measure(
     opts: &BenchOptions,
     n: usize,
-    env: &TestEnv,
-    sim: &pve_sim::SimServer,
+    (env, sim, latency): (&TestEnv, &pve_sim::SimServer, &pve_sim::LatencySpec),
     client: &kube::Client,
     manager: &mut ManagerHandle,
     report: &mut VmReport,
@@ -223,6 +242,22 @@ async fn measure(
     let s2 = snapshot(env, sim)?;
     report.rest = s2.since(&s1);
     report.rest_window_secs = opts.rest_window.as_secs_f64();
+    if opts.vm_ops > 0 {
+        let target = crate::vm_ops::OpsTarget {
+            env,
+            sim,
+            client,
+            namespace: NAMESPACE,
+            latency,
+            limit,
+        };
+        let names: Vec<String> = (0..n.min(opts.vm_ops)).map(vm_name).collect();
+        match crate::vm_ops::run_ops(&target, &names).await {
+            Ok(ops) => report.ops = ops,
+            Err(e) => report.errors.push(format!("VM operations: {e}")),
+        }
+    }
+    let s2 = snapshot(env, sim)?;
     let deleting = Instant::now();
     api.delete_collection(&DeleteParams::default(), &ListParams::default())
         .await
@@ -330,6 +365,8 @@ pub fn vm_table(reports: &[VmReport]) -> String {
     rows.push(row("Proxmox requests per VM deleted", &|r| {
         per(r, r.delete.proxmox_total())
     }));
+    let ops: Vec<&[crate::vm_ops::OpReport]> = reports.iter().map(|r| r.ops.as_slice()).collect();
+    rows.extend(crate::vm_ops::op_rows(&ops));
     rows.push(row("errors", &|r| r.errors.len().to_string()));
     let width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
     let mut out = String::new();

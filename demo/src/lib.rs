@@ -15,6 +15,7 @@ pub mod progress;
 pub mod report;
 mod steps;
 pub mod vm;
+pub mod vm_image;
 pub mod vm_ops;
 
 use std::io::Write;
@@ -107,6 +108,15 @@ pub enum DemoError {
         /// The client error.
         #[source]
         source: kube::Error,
+    },
+    /// A local I/O operation failed (the demo's loopback file server).
+    #[error("{action}: {source}")]
+    Io {
+        /// What was being done.
+        action: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
     },
     /// The manager failed to start.
     #[error("capmox manager: {0}")]

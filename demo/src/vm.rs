@@ -1,7 +1,9 @@
 //! `make demo-vm`: one standalone VM (a ProxmoxVirtualMachine, no Cluster API) on the simulated
 //! Proxmox VE — created and running with its guest's address, paused, resumed, given more memory
 //! (hot-plugged) and a larger disk (grown online), snapshotted, changed, restored and cloned
-//! ([`crate::vm_ops`]), then deleted with nothing left behind.
+//! ([`crate::vm_ops`]), then deleted with nothing left behind; on the way a disk image the demo
+//! serves itself on loopback becomes a template and a second VM runs from it
+//! ([`crate::vm_image`]).
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -101,6 +103,10 @@ pub async fn run_vm(instant: bool, out: impl Write) -> Result<VmDemoReport, Demo
     let mut scenario = pve_sim::Scenario::from_yaml(SCENARIO)?;
     if instant {
         scenario.latency = pve_sim::LatencySpec::default();
+    }
+    // `local` takes `import` content: the image demo's download lands there.
+    for s in scenario.storages.iter_mut().filter(|s| s.name == "local") {
+        s.content.push_str(",import");
     }
     let sim = pve_sim::SimServer::start(pve_sim::SimConfig {
         scenario,
@@ -262,6 +268,7 @@ async fn steps<W: Write>(
     }
     p.line(format!("{NAME}: 4096 MiB and 30 GiB applied live, still running"))?;
     crate::vm_ops::snapshot_restore_clone(p, client, sim, (NS, NAME, vmid)).await?;
+    crate::vm_image::image_to_vm(p, client, sim, NS).await?;
     p.line(format!("deleting {NS}/{NAME}"))?;
     api.delete(NAME, &Default::default())
         .await

@@ -18,12 +18,16 @@ use serde_json::json;
 use crate::DemoError;
 use crate::progress::Printer;
 
-fn kube_err(action: String) -> impl FnOnce(kube::Error) -> DemoError {
+pub(crate) fn kube_err(action: String) -> impl FnOnce(kube::Error) -> DemoError {
     move |source| DemoError::Kube { action, source }
 }
 
 /// Creates `value` (an object of the namespace `ns`).
-async fn create<K>(client: &kube::Client, ns: &str, value: serde_json::Value) -> Result<(), DemoError>
+pub(crate) async fn create<K>(
+    client: &kube::Client,
+    ns: &str,
+    value: serde_json::Value,
+) -> Result<(), DemoError>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -41,7 +45,7 @@ where
 }
 
 /// Polls `name` until `done` holds, for at most `limit`.
-async fn until<K>(
+pub(crate) async fn until<K>(
     api: &Api<K>,
     name: &str,
     step: &'static str,
@@ -71,7 +75,7 @@ where
     }
 }
 
-fn object(kind: &str, name: &str, ns: &str, spec: serde_json::Value) -> serde_json::Value {
+pub(crate) fn object(kind: &str, name: &str, ns: &str, spec: serde_json::Value) -> serde_json::Value {
     json!({"apiVersion": capmox_api::vm::API_VERSION, "kind": kind,
         "metadata": {"name": name, "namespace": ns}, "spec": spec})
 }

@@ -1,6 +1,6 @@
 //! `make demo-vm` with pve-sim's instant profile: the VM runs with its address, is paused,
-//! resumed, resized, snapshotted, changed, restored and cloned, and nothing is left after its
-//! deletion.
+//! resumed, resized, snapshotted, changed, restored and cloned, an image served on loopback
+//! becomes a template a second VM runs from, and nothing is left after the deletions.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -24,4 +24,11 @@ async fn demo_vm_walks_one_vm_and_leaks_nothing() {
         text.contains("demo-db-copy: Succeeded, a second running VM"),
         "{text}"
     );
+    for line in [
+        "demo-noble: Ready, template VMID",
+        "demo-web: Running, VMID",
+        "deleted demo-web and demo-noble (its template with it)",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
 }

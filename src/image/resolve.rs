@@ -3,14 +3,19 @@
 //! a node the VM may go to), or the reason to wait (the image is missing, still downloading or
 //! importing, or failed).
 
-use capmox_api::vm::{ImagePhase, ProxmoxVMImage};
+use std::time::Duration;
+
+use capmox_api::vm::{ImagePhase, ImageRef, ProxmoxVMImage};
 use kube::api::Api;
 
-use super::ImageError;
+use crate::vm::decide::{Failure, Reason};
 use crate::vm::template::TemplateRef;
 
 /// The condition reason of a VM waiting for its image.
 pub const WAITING_FOR_IMAGE_REASON: &str = "WaitingForImage";
+
+/// How often an owner waiting for its image looks at it again (images are not watched).
+pub const IMAGE_POLL: Duration = Duration::from_secs(2);
 
 /// The template of `image` (`Err`: why there is none yet); a template on one of `prefer`
 /// wins.
@@ -45,23 +50,43 @@ pub fn template_of(image: &ProxmoxVMImage, prefer: &[String]) -> Result<Template
     Err(format!("waiting for ProxmoxVMImage {name} ({phase}{progress})"))
 }
 
-/// Reads the image `name` of `namespace` and resolves its template (`Err` inside: why not yet).
-pub async fn resolve(
+/// Reads the image `image` names in `namespace` and resolves its template (`Err` inside: why
+/// not yet); a template on one of `prefer` wins. `kube_error` wraps a failed read (with what was
+/// being done) in the caller's error type.
+pub async fn resolve<E>(
     kube: &kube::Client,
     namespace: &str,
-    name: &str,
+    image: &ImageRef,
     prefer: &[String],
-) -> Result<Result<TemplateRef, String>, ImageError> {
-    let img = Api::<ProxmoxVMImage>::namespaced(kube.clone(), namespace)
+    kube_error: impl FnOnce(String, kube::Error) -> E,
+) -> Result<Result<TemplateRef, String>, E> {
+    let name = &image.name;
+    let img = match Api::<ProxmoxVMImage>::namespaced(kube.clone(), namespace)
         .get_opt(name)
         .await
-        .map_err(ImageError::kube(format!(
-            "getting ProxmoxVMImage {namespace}/{name}"
-        )))?;
+    {
+        Ok(img) => img,
+        Err(e) => {
+            return Err(kube_error(
+                format!("getting ProxmoxVMImage {namespace}/{name}"),
+                e,
+            ));
+        }
+    };
     Ok(match img {
         Some(img) => template_of(&img, prefer),
         None => Err(format!("ProxmoxVMImage {namespace}/{name} does not exist")),
     })
+}
+
+/// The refusal an owner waits with while its image has no template (`message`: why), looked at
+/// again after `retry_delay` or [`IMAGE_POLL`], whichever comes first.
+pub fn waiting(message: String, retry_delay: Duration) -> Failure {
+    Failure {
+        reason: Reason::Owner(WAITING_FOR_IMAGE_REASON),
+        message,
+        retry_after: Some(retry_delay.min(IMAGE_POLL)),
+    }
 }
 
 #[cfg(test)]

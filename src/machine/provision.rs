@@ -101,7 +101,8 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
         message: e.to_string(),
         retry_after: Some(inp.settings.retry_delay),
     });
-    let spec = super::spec::vm_spec(pm, &inp.pc.spec, inp.machine, refusal);
+    let mut spec = super::spec::vm_spec(pm, &inp.pc.spec, inp.machine, refusal);
+    image_source(inp, pm, &before, &mut spec).await?;
     let adapter = MachineAdapter::new(
         inp.kube,
         pm,
@@ -166,6 +167,48 @@ pub async fn provision(inp: &PassInputs<'_>, pm: &mut ProxmoxMachine) -> Result<
         notices,
         error: out.error,
     })
+}
+
+/// `spec.imageRef`: until the VM has the machine's data, the template to clone is the image's
+/// (on one of the nodes the machine may go to, when it has several). While the image has none
+/// and nothing was made in Proxmox yet, the machine waits (`WaitingForImage`) instead of any
+/// step; once a VMID is recorded the lifecycle goes on and only a clone still to be made needs
+/// the template.
+async fn image_source(
+    inp: &PassInputs<'_>,
+    pm: &ProxmoxMachine,
+    before: &crate::vm::VmRecord,
+    spec: &mut crate::vm::VmSpec,
+) -> Result<(), MachineError> {
+    let Some(image) = &pm.spec.image_ref else {
+        return Ok(());
+    };
+    if before.provisioned || before.bootstrap_delivered {
+        return Ok(());
+    }
+    let prefer = spec
+        .placement
+        .allowed_nodes
+        .clone()
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let ns = pm.namespace().unwrap_or_default();
+    let found = crate::image::resolve::resolve(inp.kube, &ns, image, &prefer, |action, e| {
+        MachineError::kube(action)(e)
+    })
+    .await?;
+    if let Err(message) = &found
+        && before.vmid.is_none()
+        && spec.refusal.is_none()
+    {
+        spec.refusal = Some(crate::image::resolve::waiting(
+            message.clone(),
+            inp.settings.retry_delay,
+        ));
+    }
+    spec.source = found.map(crate::vm::template::TemplateSource::Fixed);
+    Ok(())
 }
 
 /// Takes over the claims an earlier ProxmoxMachine of this name controlled (their addresses are

@@ -63,7 +63,8 @@ pub fn vm_spec(
     }
 }
 
-/// The template: `templateID` (with `sourceNode`) wins over `templateSelector`.
+/// The template: `templateID` (with `sourceNode`) wins over `templateSelector`. An `imageRef`'s
+/// template is resolved by the pass (it reads the ProxmoxVMImage), which replaces this.
 pub fn template_source(spec: &ProxmoxMachineSpec) -> Result<TemplateSource, String> {
     let selector = spec.template_selector.as_ref().map(|s| Selector {
         tags: &s.match_tags,

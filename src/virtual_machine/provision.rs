@@ -165,32 +165,6 @@ fn template(pvm: &ProxmoxVirtualMachine, snap: &Snapshot) -> Result<TemplateSour
     }
 }
 
-/// How often a VM waiting for its image looks at it again (images are not watched).
-pub const IMAGE_POLL: Duration = Duration::from_secs(2);
-
-/// The template of the image `spec.imageRef` names (`Err` inside: why there is none yet).
-async fn image_template(
-    kube: &kube::Client,
-    pvm: &ProxmoxVirtualMachine,
-) -> Result<Result<crate::vm::template::TemplateRef, String>, VirtualMachineError> {
-    let Some(r) = &pvm.spec.image_ref else {
-        return Ok(Err("no imageRef".into()));
-    };
-    let ns = pvm.namespace().unwrap_or_default();
-    let img = kube::api::Api::<capmox_api::vm::ProxmoxVMImage>::namespaced(kube.clone(), &ns)
-        .get_opt(&r.name)
-        .await
-        .map_err(VirtualMachineError::kube(format!(
-            "getting ProxmoxVMImage {ns}/{}",
-            r.name
-        )))?;
-    let prefer = pvm.spec.allowed_nodes.clone().unwrap_or_default();
-    Ok(match img {
-        Some(img) => crate::image::resolve::template_of(&img, &prefer),
-        None => Err(format!("ProxmoxVMImage {ns}/{} does not exist", r.name)),
-    })
-}
-
 /// The template to clone before the VM exists: the image's (a refusal waits for it while it is
 /// not ready), or the one the spec names.
 async fn source(
@@ -202,18 +176,22 @@ async fn source(
     let Some(snap) = snap else {
         return Ok(Err("the VM exists: no template needed".into()));
     };
-    if pvm.spec.image_ref.is_none() {
+    let Some(image) = &pvm.spec.image_ref else {
         return Ok(template(pvm, snap));
-    }
-    let found = image_template(inp.kube, pvm).await?;
+    };
+    let ns = pvm.namespace().unwrap_or_default();
+    let prefer = pvm.spec.allowed_nodes.clone().unwrap_or_default();
+    let found = crate::image::resolve::resolve(inp.kube, &ns, image, &prefer, |action, e| {
+        VirtualMachineError::kube(action)(e)
+    })
+    .await?;
     if let Err(message) = &found
         && refused.is_none()
     {
-        *refused = Some(Failure {
-            reason: Reason::Owner(crate::image::resolve::WAITING_FOR_IMAGE_REASON),
-            message: message.clone(),
-            retry_after: Some(inp.settings.retry_delay.min(IMAGE_POLL)),
-        });
+        *refused = Some(crate::image::resolve::waiting(
+            message.clone(),
+            inp.settings.retry_delay,
+        ));
     }
     Ok(found.map(TemplateSource::Fixed))
 }

@@ -184,7 +184,7 @@ impl Harness {
     }
 
     /// A fresh controller context (new Proxmox client, as after a process restart).
-    fn context(&self) -> Arc<Context> {
+    pub fn context(&self) -> Arc<Context> {
         let cfg = capmox::proxmox::ClientConfig::new(
             self.sim.url(),
             capmox::proxmox::Credentials::token(self.sim.token_id(), self.sim.token_secret()),

@@ -35,6 +35,7 @@ pub fn spec_up(s: &v1alpha1::ProxmoxMachineSpec) -> v1alpha2::ProxmoxMachineSpec
         format: s.format.map(format_up),
         full: s.full,
         ha: None,
+        image_ref: s.image_ref.clone(),
         memory_mib: s.memory_mib,
         metadata_settings: s.metadata_settings.as_ref().map(|m| v1alpha2::MetadataSettings {
             provider_id_injection: m.provider_id_injection.unwrap_or(false),
@@ -73,6 +74,7 @@ pub fn spec_down(h: &v1alpha2::ProxmoxMachineSpec) -> v1alpha1::ProxmoxMachineSp
             match_tags: t.match_tags.clone(),
             match_policy: t.match_policy.map(policy_down),
         }),
+        image_ref: h.image_ref.clone(),
         description: h.description.clone(),
         format: h.format.map(format_down),
         full: h.full,

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::schema::TAG_PATTERN;
 use super::{Condition, MachineAddress, NetworkSpec};
+use crate::v1alpha2;
 
 /// Desired state of a v1alpha1 ProxmoxMachine: where to clone the VM from and how
 /// to size and wire it.
@@ -36,10 +37,11 @@ use super::{Condition, MachineAddress, NetworkSpec};
 )]
 #[serde(rename_all = "camelCase", remote = "Self")]
 #[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "[has(self.sourceNode), has(self.templateSelector)].exists_one(c, c)", "message": "must define either SourceNode with TemplateID, OR TemplateSelector"},
-    {"rule": "[has(self.templateID), has(self.templateSelector)].exists_one(c, c)", "message": "must define either SourceNode with TemplateID, OR TemplateSelector."},
+    {"rule": v1alpha2::RULE_MACHINE_SOURCE_NODE_XOR_SELECTOR, "message": "must define either SourceNode with TemplateID, OR TemplateSelector"},
+    {"rule": v1alpha2::RULE_MACHINE_TEMPLATE_ID_XOR_SELECTOR, "message": "must define either SourceNode with TemplateID, OR TemplateSelector."},
     {"rule": "self.full || !has(self.format)", "message": "Must set full=true when specifying format"},
-    {"rule": "self.full || !has(self.storage)", "message": "Must set full=true when specifying storage"}
+    {"rule": "self.full || !has(self.storage)", "message": "Must set full=true when specifying storage"},
+    {"rule": v1alpha2::RULE_MACHINE_IMAGE_REF_ALONE, "message": v1alpha2::MESSAGE_MACHINE_IMAGE_REF_ALONE}
 ]))]
 #[schemars(transform = super::schema::finalize)]
 pub struct ProxmoxMachineSpec {
@@ -53,6 +55,12 @@ pub struct ProxmoxMachineSpec {
     /// Selects the template to clone by Proxmox tags instead of by ID.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_selector: Option<TemplateSelector>,
+    /// A `ProxmoxVMImage` in this namespace whose template to clone (capmox-rs): a template
+    /// source of its own, instead of `templateID` with `sourceNode` or `templateSelector`.
+    // In v1alpha1 too: CAPI v1.10 creates machines through v1alpha1, and the template-source
+    // rules must see the image there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_ref: Option<crate::vm::ImageRef>,
     /// Description set on the cloned VM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,

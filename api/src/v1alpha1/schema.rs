@@ -57,8 +57,8 @@ pub const TAG_PATTERN: &str = r"^(?i)[a-z0-9_][a-z0-9_\-\+\.]*$";
 /// Rules capmox puts on a ProxmoxMachine's `spec` but not on the same type
 /// embedded in templates or in a cluster's `cloneSpec`.
 pub const MACHINE_ONLY_RULES: [&str; 2] = [
-    "[has(self.sourceNode), has(self.templateSelector)].exists_one(c, c)",
-    "[has(self.templateID), has(self.templateSelector)].exists_one(c, c)",
+    crate::v1alpha2::RULE_MACHINE_SOURCE_NODE_XOR_SELECTOR,
+    crate::v1alpha2::RULE_MACHINE_TEMPLATE_ID_XOR_SELECTOR,
 ];
 
 /// Rule capmox puts on a ProxmoxCluster's `spec` but not on the template's copy.
@@ -99,13 +99,19 @@ pub fn embedded_machine_spec(schema: &mut Schema) {
     remove_rules(schema, &MACHINE_ONLY_RULES);
 }
 
-/// Field transform: drops the ProxmoxMachine-only rules from the values of a machine spec map.
+/// Field transform: drops the ProxmoxMachine-only rules from the values of a machine spec map
+/// (a ProxmoxCluster's deprecated `cloneSpec`), and `imageRef` with its rule: capmox-rs reads
+/// no `cloneSpec`, so it keeps capmox's schema there.
 pub fn embedded_machine_spec_map(schema: &mut Schema) {
     if let Some(values) = schema
         .as_object_mut()
         .and_then(|o| o.get_mut("additionalProperties"))
     {
         remove_rules_value(values, &MACHINE_ONLY_RULES);
+        remove_rules_value(values, &[crate::v1alpha2::RULE_MACHINE_IMAGE_REF_ALONE]);
+        if let Some(props) = values.get_mut("properties").and_then(Value::as_object_mut) {
+            props.remove("imageRef");
+        }
     }
 }
 

@@ -7,12 +7,24 @@ use serde::{Deserialize, Serialize};
 use super::machine_status::ProxmoxMachineStatus;
 use super::network::NetworkSpec;
 
-/// CEL rule on `ProxmoxMachine.spec` only: exactly one of `sourceNode` / `templateSelector`.
+/// CEL rule on `ProxmoxMachine.spec` only: exactly one of `sourceNode` / `templateSelector`
+/// (capmox's rule; `imageRef` is a template source of its own, see [`RULE_MACHINE_IMAGE_REF_ALONE`]).
 pub const RULE_MACHINE_SOURCE_NODE_XOR_SELECTOR: &str =
-    "[has(self.sourceNode), has(self.templateSelector)].exists_one(c, c)";
-/// CEL rule on `ProxmoxMachine.spec` only: exactly one of `templateID` / `templateSelector`.
+    "has(self.imageRef) || [has(self.sourceNode), has(self.templateSelector)].exists_one(c, c)";
+/// CEL rule on `ProxmoxMachine.spec` only: exactly one of `templateID` / `templateSelector`
+/// (capmox's rule, unless `imageRef` is the source).
 pub const RULE_MACHINE_TEMPLATE_ID_XOR_SELECTOR: &str =
-    "[has(self.templateID), has(self.templateSelector)].exists_one(c, c)";
+    "has(self.imageRef) || [has(self.templateID), has(self.templateSelector)].exists_one(c, c)";
+/// CEL rule: a template source is set (capmox's rule, which `imageRef` also satisfies).
+pub const RULE_MACHINE_TEMPLATE_SOURCE: &str =
+    "has(self.imageRef) || has(self.templateSelector) || (has(self.templateID) && has(self.sourceNode))";
+/// CEL rule (capmox-rs): `imageRef` comes without `templateID`, `sourceNode` and
+/// `templateSelector`. Without `imageRef` it always holds, and the three rules above are
+/// capmox's: a capmox manifest validates exactly as before.
+pub const RULE_MACHINE_IMAGE_REF_ALONE: &str =
+    "!has(self.imageRef) || !(has(self.templateID) || has(self.sourceNode) || has(self.templateSelector))";
+/// The message of [`RULE_MACHINE_IMAGE_REF_ALONE`].
+pub const MESSAGE_MACHINE_IMAGE_REF_ALONE: &str = "imageRef is a template source of its own: set exactly one of sourceNode with templateID, templateSelector, or imageRef";
 
 /// Desired state of a `ProxmoxMachine`: where to clone the VM from, how to size it and how to wire its NICs.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -42,7 +54,8 @@ pub const RULE_MACHINE_TEMPLATE_ID_XOR_SELECTOR: &str =
     {"rule": RULE_MACHINE_TEMPLATE_ID_XOR_SELECTOR, "message": "must define either a SourceNode with a TemplateID or a TemplateSelector"},
     {"rule": "self.full || !has(self.format)", "message": "Must set full=true when specifying format"},
     {"rule": "self.full || !has(self.storage)", "message": "Must set full=true when specifying storage"},
-    {"rule": "has(self.templateSelector) || (has(self.templateID) && has(self.sourceNode))", "message": "Must specify either templateID or templateSelector"}
+    {"rule": RULE_MACHINE_TEMPLATE_SOURCE, "message": "Must specify either templateID or templateSelector"},
+    {"rule": RULE_MACHINE_IMAGE_REF_ALONE, "message": MESSAGE_MACHINE_IMAGE_REF_ALONE}
 ]))]
 pub struct ProxmoxMachineSpec {
     /// Proxmox nodes this machine may be placed on; overrides the cluster's list.
@@ -85,6 +98,12 @@ pub struct ProxmoxMachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = true))]
     pub full: Option<bool>,
+
+    /// A `ProxmoxVMImage` in this namespace whose template to clone (capmox-rs): a template
+    /// source of its own, instead of `templateID` with `sourceNode` or `templateSelector`. The
+    /// machine waits (reason `WaitingForImage`) until the image is `Ready`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_ref: Option<crate::vm::ImageRef>,
 
     /// Memory of the VM in MiB; the template's value when unset.
     #[serde(rename = "memoryMiB", default, skip_serializing_if = "Option::is_none")]

@@ -325,7 +325,7 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
             selector,
             opt(100..99999i64),
         ),
-        opt((100..1000i64, 0..1000i64)),
+        (opt((100..1000i64, 0..1000i64)), opt(word())),
         hub_only,
     )
         .prop_map(
@@ -334,7 +334,7 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
                 (format, full, memory_mib, provider_id_injection, network),
                 (num_cores, num_sockets, pool, provider_id),
                 (snap_name, source_node, storage, tags, template_id, template_selector, virtual_machine_id),
-                range,
+                (range, image),
                 (
                     cloud_init_storage,
                     network_config_format,
@@ -363,6 +363,7 @@ pub fn hub_machine_spec(full: bool) -> BoxedStrategy<h::ProxmoxMachineSpec> {
                 ha,
                 format,
                 full,
+                image_ref: image.map(|name| capmox_api::vm::ImageRef { name }),
                 memory_mib,
                 metadata_settings: provider_id_injection.map(|p| h::MetadataSettings {
                     provider_id_injection: p,

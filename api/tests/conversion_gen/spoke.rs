@@ -105,7 +105,10 @@ pub fn clone_spec() -> BoxedStrategy<Option<s::ProxmoxClusterCloneSpec>> {
                             spec: v.clone(),
                             status: None,
                         };
-                        (k.clone(), down::<s::ProxmoxMachine>(&hub).spec)
+                        // capmox-rs reads no cloneSpec: its schema has no imageRef.
+                        let mut spec = down::<s::ProxmoxMachine>(&hub).spec;
+                        spec.image_ref = None;
+                        (k.clone(), spec)
                     })
                     .collect::<BTreeMap<_, _>>(),
                 ssh_authorized_keys,

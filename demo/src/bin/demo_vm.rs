@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-/// capmox-rs creates, pauses, resumes, resizes and deletes one ProxmoxVirtualMachine.
+/// capmox-rs creates, pauses, resumes, resizes, snapshots, restores, clones and deletes one
+/// ProxmoxVirtualMachine, and runs a second one from a disk image it serves on loopback.
 #[derive(Debug, Parser)]
 #[command(name = "capmox-demo-vm", version)]
 struct Args {
