@@ -103,9 +103,19 @@ impl ProxmoxView {
         };
         let mut seen = effect_seen.unwrap_or(false);
         if !seen && let (Some(expect), Some(vmid)) = (effect_of(&upid.task_type), vmid) {
-            let last = lock(&self.writes).last_vm(vmid);
-            let (_, snap) = self.snapshot(fresh.after(last)).await?;
-            seen = expect.met(snap.vm(vmid));
+            let fresh = fresh.after(lock(&self.writes).last_vm(vmid));
+            // Before its first look (a pass another trigger brought early), the task is looked
+            // for only in a list already read: a new one is requested when it should be done.
+            let early = age + FIRST_LOOK_SLACK < self.timing.first_look(&key).min(self.settings.look_max);
+            let snap = if early {
+                self.resources
+                    .peek()
+                    .filter(|(at, _)| fresh.accepts(*at, std::time::Instant::now()))
+                    .map(|(_, snap)| snap)
+            } else {
+                Some(self.snapshot(fresh).await?.1)
+            };
+            seen = snap.is_some_and(|snap| expect.met(snap.vm(vmid)));
         }
         // A task whose effect can be seen and does not show yet, while it is not overdue, still
         // runs: its status is asked for only when it is overdue (to notice a failure).
@@ -218,5 +228,50 @@ mod tests {
         assert_eq!(effect_of("qmdestroy"), Some(Expect::Gone));
         assert_eq!(effect_of("qmconfig"), None);
         assert_eq!(effect_of("imgcopy"), None);
+    }
+
+    /// A view whose client points nowhere: a request fails the look.
+    fn offline_view() -> std::sync::Arc<ProxmoxView> {
+        let client = crate::proxmox::Client::new(crate::proxmox::ClientConfig::new(
+            "https://pve.invalid:8006",
+            crate::proxmox::Credentials::token("capmox@pve!t", "secret"),
+        ))
+        .unwrap();
+        let settings = super::super::ViewSettings {
+            observe_interval: Duration::from_secs(1),
+            look_min: Duration::from_millis(100),
+            look_max: Duration::from_secs(5),
+        };
+        ProxmoxView::new(
+            client,
+            Default::default(),
+            Default::default(),
+            settings,
+            super::super::Wake::default(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_clone_looked_at_before_its_first_look_runs_without_a_request() {
+        let view = offline_view();
+        let upid = "UPID:pve1:00001234:00005678:65000000:qmclone:100:capmox@pve!t:";
+        view.started(upid, 200);
+        let look = view
+            .look_at_task(
+                Some(upid),
+                Some(200),
+                Freshness::within(Duration::from_secs(1)),
+                str::to_owned,
+                None,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            look.facts,
+            TaskFacts::Running,
+            "no list was read: the client points nowhere"
+        );
+        assert_eq!(look.task_type, "qmclone");
     }
 }
