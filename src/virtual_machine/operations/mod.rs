@@ -82,18 +82,28 @@ pub fn owner_busy(pvm: &ProxmoxVirtualMachine) -> Option<String> {
     }
     match s.phase {
         Some(p @ (VmPhase::Creating | VmPhase::Starting | VmPhase::Stopping | VmPhase::Deleting)) => {
-            return Some(format!("ProxmoxVirtualMachine {name} is {}", p.as_str()));
+            Some(format!("ProxmoxVirtualMachine {name} is {}", p.as_str()))
         }
-        Some(VmPhase::Error) => return None,
-        _ => {}
+        _ => None,
     }
-    // A spec the controller has not applied yet: its pass may be writing the VM's config, and
-    // one that comes after a rollback would write the spec over the restored state before the
-    // restore is marked (SpecDrift would then show nothing). A VM in Error is not waited for:
-    // restoring it may be what repairs it.
+}
+
+/// [`owner_busy`], or a spec the ProxmoxVirtualMachine has not applied yet — what a snapshot or
+/// a rollback waits for: the controller's pass may be writing the VM's config (a snapshot would
+/// catch it half-applied), and a pass after a rollback would write the spec over the restored
+/// state before the restore is marked (`SpecDrift` would then show nothing). A VM in `Error` is
+/// not waited for: restoring it may be what repairs it.
+pub fn owner_changing(pvm: &ProxmoxVirtualMachine) -> Option<String> {
+    if let Some(why) = owner_busy(pvm) {
+        return Some(why);
+    }
+    let name = pvm.metadata.name.as_deref().unwrap_or_default();
+    let s = pvm.status.as_ref()?;
     let generation = pvm.metadata.generation?;
-    (s.provisioned == Some(true) && s.applied_generation != Some(generation))
-        .then(|| format!("ProxmoxVirtualMachine {name} is applying generation {generation} of its spec"))
+    (s.provisioned == Some(true)
+        && s.phase != Some(VmPhase::Error)
+        && s.applied_generation != Some(generation))
+    .then(|| format!("ProxmoxVirtualMachine {name} is applying generation {generation} of its spec"))
 }
 
 /// The VM now (lock, power, node) from the shared list, read after this process's last write to
@@ -177,15 +187,20 @@ mod tests {
     }
 
     #[test]
-    fn a_vm_applying_its_spec_is_busy_an_applied_or_failed_one_is_not() {
-        let busy = owner_busy(&pvm(VmPhase::Running, 3, Some(2)));
+    fn a_vm_applying_its_spec_is_changing_an_applied_or_failed_one_is_not() {
+        assert_eq!(
+            owner_busy(&pvm(VmPhase::Running, 3, Some(2))),
+            None,
+            "deleting a snapshot need not wait"
+        );
+        let busy = owner_changing(&pvm(VmPhase::Running, 3, Some(2)));
         assert_eq!(
             busy.as_deref(),
             Some("ProxmoxVirtualMachine db is applying generation 3 of its spec")
         );
-        assert_eq!(owner_busy(&pvm(VmPhase::Running, 3, Some(3))), None);
-        assert_eq!(owner_busy(&pvm(VmPhase::Error, 3, Some(2))), None);
-        let starting = owner_busy(&pvm(VmPhase::Starting, 3, Some(3)));
+        assert_eq!(owner_changing(&pvm(VmPhase::Running, 3, Some(3))), None);
+        assert_eq!(owner_changing(&pvm(VmPhase::Error, 3, Some(2))), None);
+        let starting = owner_changing(&pvm(VmPhase::Starting, 3, Some(3)));
         assert_eq!(starting.as_deref(), Some("ProxmoxVirtualMachine db is Starting"));
     }
 }

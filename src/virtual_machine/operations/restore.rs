@@ -13,7 +13,7 @@ use kube::ResourceExt;
 
 use super::{
     Again, FAILED_REASON, IN_PROGRESS_REASON, INVALID_REASON, SOURCE_NOT_READY_REASON, WAITING_FOR_VM_REASON,
-    look, owner_busy, set_condition, target_of, task, unix_now,
+    look, owner_changing, set_condition, target_of, task, unix_now,
 };
 use crate::conditions::Desired;
 use crate::proxmox::view::{Power, ProxmoxView, TaskFacts, ViewError};
@@ -227,7 +227,7 @@ pub async fn rollback(
         owner_busy: if status.issued_after.is_some() {
             None
         } else {
-            earlier.or_else(|| owner_busy(target))
+            earlier.or_else(|| owner_changing(target))
         },
     };
     let generation = r.metadata.generation;

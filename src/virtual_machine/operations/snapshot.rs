@@ -11,8 +11,8 @@ use kube::ResourceExt;
 
 use super::{
     Again, FAILED_REASON, IN_PROGRESS_REASON, INVALID_REASON, SOURCE_NOT_READY_REASON, SUCCEEDED_REASON,
-    Target, VM_NOT_RUNNING_REASON, WAITING_FOR_VM_REASON, look, owner_busy, set_condition, target_of, task,
-    time_of,
+    Target, VM_NOT_RUNNING_REASON, WAITING_FOR_VM_REASON, look, owner_busy, owner_changing, set_condition,
+    target_of, task, time_of,
 };
 use crate::conditions::Desired;
 use crate::proxmox::types::{CreateSnapshotRequest, Snapshot};
@@ -132,7 +132,7 @@ pub async fn take(
     } else {
         (false, None)
     };
-    let busy = earlier.or_else(|| owner_busy(source));
+    let busy = earlier.or_else(|| owner_changing(source));
     let facts = SnapFacts {
         vm: vm.as_ref().filter(|_| exists).map(|(v, _)| v),
         task: looked.as_ref().map(|(f, _, _)| f),
