@@ -248,13 +248,13 @@ impl ProxmoxView {
 }
 
 #[cfg(test)]
-mod tests {
+pub(in crate::proxmox::view) mod tests {
     use super::*;
     use crate::proxmox::view::{ViewSettings, Wake};
     use crate::proxmox::{ClientConfig, Credentials};
 
     /// A view whose client points nowhere: the looks below must not send a request.
-    fn offline_view() -> Arc<ProxmoxView> {
+    pub(in crate::proxmox::view) fn offline_view() -> Arc<ProxmoxView> {
         let client = crate::proxmox::Client::new(ClientConfig::new(
             "https://pve.invalid:8006",
             Credentials::token("capmox@pve!t", "secret"),

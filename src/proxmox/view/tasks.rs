@@ -230,30 +230,10 @@ mod tests {
         assert_eq!(effect_of("imgcopy"), None);
     }
 
-    /// A view whose client points nowhere: a request fails the look.
-    fn offline_view() -> std::sync::Arc<ProxmoxView> {
-        let client = crate::proxmox::Client::new(crate::proxmox::ClientConfig::new(
-            "https://pve.invalid:8006",
-            crate::proxmox::Credentials::token("capmox@pve!t", "secret"),
-        ))
-        .unwrap();
-        let settings = super::super::ViewSettings {
-            observe_interval: Duration::from_secs(1),
-            look_min: Duration::from_millis(100),
-            look_max: Duration::from_secs(5),
-        };
-        ProxmoxView::new(
-            client,
-            Default::default(),
-            Default::default(),
-            settings,
-            super::super::Wake::default(),
-        )
-    }
-
     #[tokio::test]
     async fn a_clone_looked_at_before_its_first_look_runs_without_a_request() {
-        let view = offline_view();
+        // A view whose client points nowhere: a request would fail the look.
+        let view = super::super::look::tests::offline_view();
         let upid = "UPID:pve1:00001234:00005678:65000000:qmclone:100:capmox@pve!t:";
         view.started(upid, 200);
         let look = view
