@@ -56,6 +56,11 @@ fn status_str(b: bool) -> &'static str {
     if b { TRUE } else { FALSE }
 }
 
+/// The current time as a Kubernetes timestamp (what [`set`] takes).
+pub fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
 /// Sets `desired` in `conditions`. The existing `lastTransitionTime` is kept unless the status
 /// changes; `now` is used for new conditions and transitions.
 pub fn set(conditions: &mut Vec<Condition>, desired: &Desired, generation: Option<i64>, now: &Time) {

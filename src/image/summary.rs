@@ -73,7 +73,7 @@ pub fn summarize(status: &mut ProxmoxVMImageStatus, generation: Option<i64>) {
         status.conditions.get_or_insert_with(Vec::new),
         &desired,
         generation,
-        &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()),
+        &conditions::now(),
     );
 }
 

@@ -44,10 +44,7 @@ pub fn owner_of(pm: &capmox_api::v1alpha2::ProxmoxMachine) -> crate::proxmox::vi
     crate::proxmox::view::Owner::new(OWNER_KIND, pm.namespace().unwrap_or_default(), pm.name_any())
 }
 
-/// The current time as a Kubernetes timestamp.
-pub fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
-    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())
-}
+pub use crate::conditions::now;
 
 /// `delay` from now as a Kubernetes timestamp (saturating at the far future).
 pub fn later(delay: Duration) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
