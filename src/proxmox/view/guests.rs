@@ -281,6 +281,29 @@ mod tests {
     }
 
     #[test]
+    fn a_guest_short_of_the_learned_time_looks_at_it_not_a_poll_later() {
+        let g = Guests::default();
+        let poll = Duration::from_secs(5);
+        let now = Instant::now();
+        // The scouts are the earliest booted.
+        let early = now.checked_sub(Duration::from_secs(60)).unwrap();
+        for name in ["a", "b"] {
+            g.next_check(&m(name), early, poll);
+        }
+        g.lock().done_after = Some(Duration::from_secs(30));
+        // Up 28 s of the 30 s guests of this cluster took: looks in about 2 s.
+        let short = now.checked_sub(Duration::from_secs(28)).unwrap();
+        let wait = g.next_check(&m("c"), short, poll);
+        assert!(wait < poll && wait > Duration::from_secs(1), "{wait:?}");
+        // Up a moment short of it: not sooner than a tenth of a poll.
+        let almost = now.checked_sub(Duration::from_millis(29_700)).unwrap();
+        assert_eq!(g.next_check(&m("d"), almost, poll), poll / 10);
+        // Past it: every poll.
+        let past = now.checked_sub(Duration::from_secs(40)).unwrap();
+        assert_eq!(g.next_check(&m("e"), past, poll), poll);
+    }
+
+    #[test]
     fn scouts_poll_the_others_are_woken() {
         let g = Guests::default();
         let poll = Duration::from_secs(5);
