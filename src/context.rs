@@ -70,7 +70,7 @@ pub struct ClusterSettings {
     pub concurrency: Option<u16>,
     /// Requeue of a ready cluster (re-probe Proxmox).
     pub resync: Duration,
-    /// Requeue while a deletion waits for ProxmoxMachines.
+    /// Requeue while a deletion waits for its Cluster or its ProxmoxMachines.
     pub machine_wait: Duration,
     /// First retry delay after an error (doubles per consecutive error of the same object).
     pub backoff_base: Duration,

@@ -10,6 +10,7 @@ use capmox_api::v1alpha2::ProxmoxMachine;
 use cluster_support::{Harness, NS, cond, spec, wait_for};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -223,6 +224,15 @@ async fn delete_waits_for_cluster_and_machines_then_releases_secret() {
         .await;
     assert!(pc.metadata.deletion_timestamp.is_some());
     assert!(pc.finalizers().iter().any(|f| f == CLUSTER_FINALIZER));
+    // It looks again on its own: a relisting watch reports no deletion, so the Cluster's
+    // deletion event alone is not enough (a CI run under load once waited for good).
+    let again = capmox::controllers::cluster::reconcile_copy(h.ctx.clone(), pc.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        again,
+        Action::requeue(cluster_support::fast_settings().machine_wait)
+    );
 
     // With the Cluster gone, it waits for the cluster's ProxmoxMachines (not other clusters').
     h.clusters()

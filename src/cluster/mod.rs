@@ -430,7 +430,10 @@ async fn delete_steps(
             o.name
         ));
         readiness::apply(status, &a, pc.metadata.generation, &now());
-        return Ok(Action::await_change());
+        // The Cluster's deletion event wakes this at once; the requeue is for the event a watch
+        // can miss (a relist after a dropped watch reports no deletions), which would otherwise
+        // leave the deletion waiting for good.
+        return Ok(Action::requeue(ctx.settings.cluster.machine_wait));
     }
     let cluster = cluster_name(pc, owner);
     let machines: Api<ProxmoxMachine> = Api::namespaced(ctx.client.clone(), &ns);
