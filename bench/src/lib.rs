@@ -14,6 +14,7 @@
 
 pub mod chaos;
 pub mod counts;
+pub mod floor;
 pub mod manager;
 pub mod objects;
 pub mod report;

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::counts::Delta;
+use crate::floor::{self, Floor};
 
 /// The time one machine needs if every API call returned at once: the definition — full
 /// (or linked) clone, two config tasks (configuration and IP tags), the ISO import, the start and
@@ -107,15 +108,23 @@ fn per_minute(n: u64, window: f64) -> String {
     format!("{:.1}", n as f64 * 60.0 / window)
 }
 
-/// Rows of per-key values, keys ordered by their largest value (then name).
+/// Rows of per-key values, keys ordered by their largest value (then name); with a `floor`, its
+/// endpoints are rows even where no run used them, and each row ends with the endpoint's floor.
 fn breakdown(
     reports: &[RunReport],
     pick: impl Fn(&RunReport) -> &BTreeMap<String, u64>,
     per_machine: bool,
+    floor: Option<Floor>,
 ) -> Vec<(String, Vec<String>)> {
-    let keys: BTreeSet<&String> = reports.iter().flat_map(|r| pick(r).keys()).collect();
+    let mut keys: BTreeSet<&str> = reports
+        .iter()
+        .flat_map(|r| pick(r).keys().map(String::as_str))
+        .collect();
+    for e in floor.into_iter().flat_map(Floor::endpoints) {
+        keys.insert(e);
+    }
     let value = |r: &RunReport, k: &str| pick(r).get(k).copied().unwrap_or(0);
-    let mut keys: Vec<&String> = keys.into_iter().collect();
+    let mut keys: Vec<&str> = keys.into_iter().collect();
     keys.sort_by(|a, b| {
         let max = |k: &str| {
             reports
@@ -127,7 +136,7 @@ fn breakdown(
     });
     keys.into_iter()
         .map(|k| {
-            let cells = reports
+            let mut cells: Vec<String> = reports
                 .iter()
                 .map(|r| {
                     let v = value(r, k);
@@ -138,12 +147,14 @@ fn breakdown(
                     }
                 })
                 .collect();
+            cells.extend(floor.map(|f| f.of(k).to_string()));
             (format!("    {k}"), cells)
         })
         .collect()
 }
 
-/// The table of all runs: one column per run.
+/// The table of all runs: one column per run, then the floor of one machine (see [`floor`]) on
+/// the Proxmox request rows.
 pub fn table(reports: &[RunReport]) -> String {
     let mut rows: Vec<(String, Vec<String>)> = Vec::new();
     let cells = |f: &dyn Fn(&RunReport) -> String| -> Vec<String> { reports.iter().map(f).collect() };
@@ -156,7 +167,15 @@ pub fn table(reports: &[RunReport]) -> String {
     let row = |rows: &mut Vec<(String, Vec<String>)>, label: &str, c: Vec<String>| {
         rows.push((label.to_owned(), c));
     };
-    row(&mut rows, "machines", cells(&|r| r.machines.to_string()));
+    let with_floor = |mut c: Vec<String>, f: String| {
+        c.push(f);
+        c
+    };
+    row(
+        &mut rows,
+        "machines",
+        with_floor(cells(&|r| r.machines.to_string()), "floor of 1".to_owned()),
+    );
     row(&mut rows, "profile", cells(&|r| r.profile.clone()));
     row(&mut rows, "control plane", cells(&|r| r.control_plane.clone()));
     row(
@@ -197,15 +216,31 @@ pub fn table(reports: &[RunReport]) -> String {
     row(
         &mut rows,
         "Proxmox requests per machine provisioned",
-        per(&|r| r.provision.proxmox_total()),
+        with_floor(
+            per(&|r| r.provision.proxmox_total()),
+            floor::MACHINE_UP.total().to_string(),
+        ),
     );
-    rows.extend(breakdown(reports, |r| &r.provision.proxmox, true));
+    rows.extend(breakdown(
+        reports,
+        |r| &r.provision.proxmox,
+        true,
+        Some(floor::MACHINE_UP),
+    ));
     row(
         &mut rows,
         "Proxmox requests per machine deleted",
-        per(&|r| r.delete.proxmox_total()),
+        with_floor(
+            per(&|r| r.delete.proxmox_total()),
+            floor::MACHINE_DOWN.total().to_string(),
+        ),
     );
-    rows.extend(breakdown(reports, |r| &r.delete.proxmox, true));
+    rows.extend(breakdown(
+        reports,
+        |r| &r.delete.proxmox,
+        true,
+        Some(floor::MACHINE_DOWN),
+    ));
     let counting = reports
         .first()
         .map(|r| r.kube_counting.clone())
@@ -215,25 +250,25 @@ pub fn table(reports: &[RunReport]) -> String {
         &format!("Kubernetes requests per machine provisioned ({counting})"),
         per(&|r| r.provision.kube_total()),
     );
-    rows.extend(breakdown(reports, |r| &r.provision.kube, true));
+    rows.extend(breakdown(reports, |r| &r.provision.kube, true, None));
     row(
         &mut rows,
         "Kubernetes requests per machine deleted",
         per(&|r| r.delete.kube_total()),
     );
-    rows.extend(breakdown(reports, |r| &r.delete.kube, true));
+    rows.extend(breakdown(reports, |r| &r.delete.kube, true, None));
     row(
         &mut rows,
         "at rest: Proxmox requests per minute",
         cells(&|r| per_minute(r.rest.proxmox_total(), r.rest_window_secs)),
     );
-    rows.extend(breakdown(reports, |r| &r.rest.proxmox, false));
+    rows.extend(breakdown(reports, |r| &r.rest.proxmox, false, None));
     row(
         &mut rows,
         "at rest: Kubernetes requests per minute",
         cells(&|r| per_minute(r.rest.kube_total(), r.rest_window_secs)),
     );
-    rows.extend(breakdown(reports, |r| &r.rest.kube, false));
+    rows.extend(breakdown(reports, |r| &r.rest.kube, false, None));
     row(
         &mut rows,
         "  rest window (s)",
@@ -244,7 +279,7 @@ pub fn table(reports: &[RunReport]) -> String {
         "after a restart: Proxmox requests in the window",
         cells(&|r| r.restart.proxmox_total().to_string()),
     );
-    rows.extend(breakdown(reports, |r| &r.restart.proxmox, false));
+    rows.extend(breakdown(reports, |r| &r.restart.proxmox, false, None));
     row(
         &mut rows,
         "after a restart: Kubernetes requests in the window",
@@ -283,9 +318,12 @@ pub fn table(reports: &[RunReport]) -> String {
     render(&rows, reports)
 }
 
+/// Renders `rows` as a Markdown table; a row with fewer cells than the widest (the floor column
+/// is only on the Proxmox request rows) gets empty ones.
 fn render(rows: &[(String, Vec<String>)], reports: &[RunReport]) -> String {
     let label_w = rows.iter().map(|(l, _)| l.chars().count()).max().unwrap_or(0);
-    let col_w: Vec<usize> = (0..reports.len())
+    let columns = rows.iter().map(|(_, c)| c.len()).max().unwrap_or(0);
+    let col_w: Vec<usize> = (0..columns)
         .map(|i| {
             rows.iter()
                 .map(|(_, c)| c.get(i).map_or(0, |s| s.chars().count()))
@@ -296,8 +334,8 @@ fn render(rows: &[(String, Vec<String>)], reports: &[RunReport]) -> String {
     let mut s = String::new();
     for (label, cells) in rows {
         let _ = write!(s, "| {label:<label_w$} |");
-        for (i, c) in cells.iter().enumerate() {
-            let w = col_w[i];
+        for (i, w) in col_w.iter().enumerate() {
+            let c = cells.get(i).map_or("", String::as_str);
             let _ = write!(s, " {c:>w$} |");
         }
         s.push('\n');
@@ -342,5 +380,50 @@ mod tests {
         assert!(t.contains("| machines"), "{t}");
         assert!(t.contains("GET /cluster/resources"), "{t}");
         assert!(t.lines().all(|l| l.is_empty() || l.starts_with('|')), "{t}");
+    }
+
+    #[test]
+    fn proxmox_rows_end_with_the_floor_of_one_machine() {
+        let mut r = RunReport {
+            machines: 2,
+            ..RunReport::default()
+        };
+        r.provision.proxmox.insert("GET /cluster/resources".into(), 4);
+        r.provision.proxmox.insert("GET /cluster/nextid".into(), 1);
+        let t = table(&[r]);
+        let cells = |label: &str| -> Vec<String> {
+            let line = t
+                .lines()
+                .find(|l| l.trim_start_matches('|').trim_start().starts_with(label))
+                .unwrap_or_else(|| panic!("no row {label} in\n{t}"));
+            line.split('|')
+                .skip(2)
+                .map(|c| c.trim().to_owned())
+                .filter(|c| !c.is_empty())
+                .collect()
+        };
+        assert_eq!(cells("machines"), ["2", "floor of 1"]);
+        assert_eq!(cells("GET /cluster/nextid"), ["0.5", "1"], "{t}");
+        assert_eq!(cells("GET /cluster/resources"), ["2.0", "0"], "{t}");
+        // An unavoidable request no run made is still a row, so the floor adds up.
+        assert_eq!(
+            cells("POST /nodes/{node}/qemu/{vmid}/agent/exec"),
+            ["0.0", "1"],
+            "{t}"
+        );
+        assert_eq!(
+            cells("Proxmox requests per machine provisioned"),
+            ["2.5", "10"],
+            "{t}"
+        );
+        assert_eq!(cells("Proxmox requests per machine deleted"), ["0.0", "5"], "{t}");
+        assert_eq!(cells("errors"), ["0"], "{t}");
+        // Every line has the same number of cells (a Markdown table).
+        let widths: BTreeSet<usize> = t
+            .lines()
+            .filter(|l| l.starts_with('|'))
+            .map(|l| l.matches('|').count())
+            .collect();
+        assert_eq!(widths.len(), 1, "{t}");
     }
 }

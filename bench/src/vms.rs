@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use testenv::{ServerOptions, TestEnv, TestEnvOptions};
 
 use crate::counts::{Delta, Snapshot, kube_by_verb};
+use crate::floor::VM_UP;
 use crate::manager::{ManagerHandle, ManagerTarget, kube_client};
 use crate::{BENCH_AGENT, BenchError, BenchOptions, Profile, SCENARIO};
 
@@ -295,7 +296,9 @@ pub fn vm_table(reports: &[VmReport]) -> String {
     let row = |label: &str, f: &dyn Fn(&VmReport) -> String| {
         (label.to_owned(), reports.iter().map(f).collect::<Vec<_>>())
     };
-    rows.push(row("standalone VMs", &|r| format!("{} ({})", r.vms, r.profile)));
+    let mut first = row("standalone VMs", &|r| format!("{} ({})", r.vms, r.profile));
+    first.1.push("floor of 1".to_owned());
+    rows.push(first);
     rows.push(row("control plane", &|r| r.control_plane.clone()));
     rows.push(row("time to all Running with an address (s)", &|r| {
         format!("{:.1}", r.makespan_secs)
@@ -307,9 +310,11 @@ pub fn vm_table(reports: &[VmReport]) -> String {
             r.makespan_secs / r.floor_secs.max(0.001)
         )
     }));
-    rows.push(row("Proxmox requests per VM to Running", &|r| {
+    let mut total = row("Proxmox requests per VM to Running", &|r| {
         per(r, r.create.proxmox_total())
-    }));
+    });
+    total.1.push(VM_UP.total().to_string());
+    rows.push(total);
     let keys = |pick: &dyn Fn(&VmReport) -> &std::collections::BTreeMap<String, u64>| {
         let mut keys: Vec<String> = reports
             .iter()
@@ -327,14 +332,20 @@ pub fn vm_table(reports: &[VmReport]) -> String {
         keys.sort_by_key(|k| std::cmp::Reverse(max(k)));
         keys
     };
-    for k in keys(&|r| &r.create.proxmox) {
-        rows.push((
-            format!("    {k}"),
-            reports
-                .iter()
-                .map(|r| per(r, r.create.proxmox.get(&k).copied().unwrap_or(0)))
-                .collect(),
-        ));
+    let mut proxmox = keys(&|r| &r.create.proxmox);
+    let missing: Vec<String> = VM_UP
+        .endpoints()
+        .filter(|e| !proxmox.iter().any(|k| k == e))
+        .map(str::to_owned)
+        .collect();
+    proxmox.extend(missing);
+    for k in proxmox {
+        let mut cells: Vec<String> = reports
+            .iter()
+            .map(|r| per(r, r.create.proxmox.get(&k).copied().unwrap_or(0)))
+            .collect();
+        cells.push(VM_UP.of(&k).to_string());
+        rows.push((format!("    {k}"), cells));
     }
     rows.push(row("Kubernetes requests per VM to Running", &|r| {
         per(r, r.create.kube_total())
@@ -369,10 +380,13 @@ pub fn vm_table(reports: &[VmReport]) -> String {
     rows.extend(crate::vm_ops::op_rows(&ops));
     rows.push(row("errors", &|r| r.errors.len().to_string()));
     let width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+    // The floor column is only on the Proxmox request rows; the others get an empty cell.
+    let columns = rows.iter().map(|(_, c)| c.len()).max().unwrap_or(0);
     let mut out = String::new();
     for (label, cells) in rows {
         let _ = write!(out, "| {label:<width$} |");
-        for c in cells {
+        for i in 0..columns {
+            let c = cells.get(i).map_or("", String::as_str);
             let _ = write!(out, " {c:>16} |");
         }
         out.push('\n');
@@ -383,4 +397,62 @@ pub fn vm_table(reports: &[VmReport]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vm_proxmox_rows_end_with_the_floor_of_one_vm() {
+        let mut r = VmReport {
+            vms: 4,
+            profile: "realistic".into(),
+            ..VmReport::default()
+        };
+        r.create
+            .proxmox
+            .insert("GET /nodes/{node}/qemu/{vmid}/agent/get-osinfo".into(), 4);
+        r.create
+            .proxmox
+            .insert("POST /nodes/{node}/qemu/{vmid}/clone".into(), 4);
+        let t = vm_table(&[r]);
+        let cells = |label: &str| -> Vec<String> {
+            let line = t
+                .lines()
+                .find(|l| l.trim_start_matches('|').trim_start().starts_with(label))
+                .unwrap_or_else(|| panic!("no row {label} in\n{t}"));
+            line.split('|')
+                .skip(2)
+                .map(|c| c.trim().to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(cells("standalone VMs")[..2], ["4 (realistic)", "floor of 1"]);
+        assert_eq!(
+            cells("Proxmox requests per VM to Running")[..2],
+            ["2.0", "8"],
+            "{t}"
+        );
+        assert_eq!(
+            cells("POST /nodes/{node}/qemu/{vmid}/clone")[..2],
+            ["1.0", "1"],
+            "{t}"
+        );
+        assert_eq!(
+            cells("GET /nodes/{node}/qemu/{vmid}/agent/get-osinfo")[..2],
+            ["1.0", "0"],
+            "{t}"
+        );
+        assert_eq!(
+            cells("POST /nodes/{node}/qemu/{vmid}/status/start")[..2],
+            ["0.0", "1"],
+            "{t}"
+        );
+        let bars: std::collections::BTreeSet<usize> = t
+            .lines()
+            .filter(|l| l.starts_with('|'))
+            .map(|l| l.matches('|').count())
+            .collect();
+        assert_eq!(bars.len(), 1, "{t}");
+    }
 }
