@@ -1286,6 +1286,8 @@ async fn lone_machine_costs(sim: pve_sim::SimConfig) {
         1,
         "the stop is read from its task (the list's power state lags)"
     );
+    // The destroy acts on the list read before the stop its task confirmed, unless that list is
+    // older than twelve guest polls (240 ms here: a loaded machine can take that long).
     assert!(
         delta(&provisioned, &deleted, RESOURCES) <= 3,
         "the list is read to find the VM, after the destroy, and at most once more"

@@ -314,6 +314,31 @@ pub(in crate::proxmox::view) mod tests {
         assert_eq!(power(stopped), (Power::Stopped, false));
     }
 
+    #[test]
+    fn a_confirmed_stop_makes_the_list_read_before_it_good_again() {
+        // A deletion destroys on the list read before its own stop once the stop's task says it
+        // is done: the stop is one write (recording it twice made the stop itself the write
+        // the list had to come after, and every deletion read the list once more).
+        let view = offline_view();
+        let before = lock(&view.writes).last_vm(200);
+        let upid =
+            crate::proxmox::Upid::parse("UPID:pve1:00001234:00005678:65000000:qmstop:200:capmox@pve!t:")
+                .unwrap();
+        let sent = view.sent_vm_task(200, Ok(upid.clone())).unwrap();
+        assert_eq!(sent, upid);
+        assert!(lock(&view.writes).last_vm(200).is_some(), "the stop is a write");
+        assert!(
+            view.task_age(upid.as_str(), 0) < Duration::from_secs(60),
+            "its task is known"
+        );
+        assert!(lock(&view.writes).confirmed(200, Power::Stopped));
+        assert_eq!(
+            lock(&view.writes).last_vm(200),
+            before,
+            "lists read before the stop are good again"
+        );
+    }
+
     #[tokio::test]
     async fn a_confirmed_start_gives_the_uptime_while_the_list_may_lag() {
         let view = offline_view();

@@ -339,13 +339,34 @@ impl ProxmoxView {
         lock(&self.writes).record(vmid, kind);
     }
 
-    /// Records that this process started task `upid` on VM `vmid` now.
+    /// Records that this process started task `upid` on VM `vmid` now (and the write it is).
     fn started(&self, upid: &str, vmid: u32) {
-        lock(&self.tasks).insert(upid.to_owned(), Instant::now());
+        self.task_started(upid);
         let kind = crate::proxmox::Upid::parse(upid).map_or(writes::WriteKind::Vm, |u| {
             writes::WriteKind::of_task(&u.task_type)
         });
         self.record(vmid, kind);
+    }
+
+    /// Records that this process started task `upid` now, without recording a write.
+    fn task_started(&self, upid: &str) {
+        lock(&self.tasks).insert(upid.to_owned(), Instant::now());
+    }
+
+    /// The answer to a request that changes what the list shows of VM `vmid` and may have
+    /// reached Proxmox whatever the answer (stop, destroy, shutdown, snapshots): one write,
+    /// recorded before the answer is looked at, and its task. One write, not two: a stop or
+    /// shutdown its task confirms makes the lists read before it good again (see
+    /// [`writes::Writes::confirmed`]), which a second record of the same request would undo.
+    fn sent_vm_task(
+        &self,
+        vmid: u32,
+        result: Result<crate::proxmox::Upid, crate::proxmox::Error>,
+    ) -> Result<crate::proxmox::Upid, crate::proxmox::Error> {
+        self.record(vmid, writes::WriteKind::Vm);
+        let upid = result?;
+        self.task_started(upid.as_str());
+        Ok(upid)
     }
 
     /// How long task `upid` has run: from when this process started it, else from the start

@@ -4,7 +4,6 @@
 //! changes Proxmox keeps pending and of the VM's recent tasks.
 
 use super::ProxmoxView;
-use super::writes::WriteKind;
 use crate::proxmox::endpoints::operate::{PendingItem, TaskEntry};
 use crate::proxmox::types::{RebootRequest, ShutdownRequest};
 use crate::proxmox::{Error, Upid};
@@ -18,10 +17,7 @@ impl ProxmoxView {
             force_stop: Some(true),
         };
         let result = self.client.shutdown_vm(node, vmid, &req).await;
-        self.record(vmid, WriteKind::Vm);
-        let upid = result?;
-        self.started(upid.as_str(), vmid);
-        Ok(upid)
+        self.sent_vm_task(vmid, result)
     }
 
     /// Reboots VM `vmid` (a shutdown and a start; applies pending changes): the `qmreboot` task.

@@ -5,7 +5,6 @@
 //! small and only read while a snapshot operation waits).
 
 use super::ProxmoxView;
-use super::writes::WriteKind;
 use crate::proxmox::endpoints::operate::TaskEntry;
 use crate::proxmox::types::{CreateSnapshotRequest, RollbackRequest, Snapshot};
 use crate::proxmox::{Error, Upid};
@@ -20,19 +19,13 @@ impl ProxmoxView {
     ) -> Result<Upid, Error> {
         let result = self.client.create_snapshot(node, vmid, req).await;
         // Whatever the answer, the VM may be locked now (an answer can be lost).
-        self.record(vmid, WriteKind::Vm);
-        let upid = result?;
-        self.started(upid.as_str(), vmid);
-        Ok(upid)
+        self.sent_vm_task(vmid, result)
     }
 
     /// Deletes snapshot `snapname` of VM `vmid` (the `qmdelsnapshot` task).
     pub async fn delete_snapshot(&self, node: &str, vmid: u32, snapname: &str) -> Result<Upid, Error> {
         let result = self.client.delete_snapshot(node, vmid, snapname, false).await;
-        self.record(vmid, WriteKind::Vm);
-        let upid = result?;
-        self.started(upid.as_str(), vmid);
-        Ok(upid)
+        self.sent_vm_task(vmid, result)
     }
 
     /// Rolls VM `vmid` back to snapshot `snapname`, starting it afterwards when `start` (the
@@ -43,10 +36,7 @@ impl ProxmoxView {
         };
         let result = self.client.rollback_snapshot(node, vmid, snapname, &req).await;
         self.forget_config(vmid);
-        self.record(vmid, WriteKind::Vm);
-        let upid = result?;
-        self.started(upid.as_str(), vmid);
-        Ok(upid)
+        self.sent_vm_task(vmid, result)
     }
 
     /// The snapshots of VM `vmid` on `node` (without the synthetic `current` entry), and the

@@ -35,7 +35,7 @@ impl ProxmoxView {
         self.record(vmid, WriteKind::Vm);
         if let Ok(upid) = &result {
             lock(&self.cloned).insert(vmid);
-            self.started(upid.as_str(), vmid);
+            self.task_started(upid.as_str());
         }
         result
     }
@@ -105,19 +105,13 @@ impl ProxmoxView {
     /// Stops VM `vmid` (the stop task).
     pub async fn stop(&self, node: &str, vmid: u32, req: &StopRequest) -> Result<Upid, Error> {
         let result = self.client.stop_vm(node, vmid, req).await;
-        self.record(vmid, WriteKind::Vm);
-        let upid = result?;
-        self.started(upid.as_str(), vmid);
-        Ok(upid)
+        self.sent_vm_task(vmid, result)
     }
 
     /// Destroys VM `vmid` (the destroy task).
     pub async fn destroy(&self, node: &str, vmid: u32, opts: &DeleteVmOptions) -> Result<Upid, Error> {
         let result = self.client.delete_vm(node, vmid, opts).await;
-        self.record(vmid, WriteKind::Vm);
-        let upid = result?;
-        self.started(upid.as_str(), vmid);
-        Ok(upid)
+        self.sent_vm_task(vmid, result)
     }
 
     /// Uploads `image` as VM `vmid`'s seed ISO `file` to `storage` of `node` (the import task);
