@@ -356,6 +356,17 @@ fn render(rows: &[(String, Vec<String>)], reports: &[RunReport]) -> String {
     s
 }
 
+/// The cells of the row of `table` whose label starts with `label` (leading spaces ignored),
+/// trimmed; panics without such a row.
+#[cfg(test)]
+pub(crate) fn row_cells(table: &str, label: &str) -> Vec<String> {
+    let line = table
+        .lines()
+        .find(|l| l.trim_start_matches('|').trim_start().starts_with(label))
+        .unwrap_or_else(|| panic!("no row {label} in\n{table}"));
+    line.split('|').skip(2).map(|c| c.trim().to_owned()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,13 +403,8 @@ mod tests {
         r.provision.proxmox.insert("GET /cluster/nextid".into(), 1);
         let t = table(&[r]);
         let cells = |label: &str| -> Vec<String> {
-            let line = t
-                .lines()
-                .find(|l| l.trim_start_matches('|').trim_start().starts_with(label))
-                .unwrap_or_else(|| panic!("no row {label} in\n{t}"));
-            line.split('|')
-                .skip(2)
-                .map(|c| c.trim().to_owned())
+            row_cells(&t, label)
+                .into_iter()
                 .filter(|c| !c.is_empty())
                 .collect()
         };

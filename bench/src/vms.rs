@@ -417,16 +417,7 @@ mod tests {
             .proxmox
             .insert("POST /nodes/{node}/qemu/{vmid}/clone".into(), 4);
         let t = vm_table(&[r]);
-        let cells = |label: &str| -> Vec<String> {
-            let line = t
-                .lines()
-                .find(|l| l.trim_start_matches('|').trim_start().starts_with(label))
-                .unwrap_or_else(|| panic!("no row {label} in\n{t}"));
-            line.split('|')
-                .skip(2)
-                .map(|c| c.trim().to_owned())
-                .collect::<Vec<_>>()
-        };
+        let cells = |label: &str| crate::report::row_cells(&t, label);
         assert_eq!(cells("standalone VMs")[..2], ["4 (realistic)", "floor of 1"]);
         assert_eq!(
             cells("Proxmox requests per VM to Running")[..2],
