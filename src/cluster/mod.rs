@@ -424,12 +424,18 @@ async fn delete_steps(
     if let Some(o) = owner
         && !o.deleting
     {
-        tracing::error!(namespace = %ns, name = %name, cluster = %o.name, "deletion was requested but owning cluster wasn't deleted");
         let a = Availability::Deleting(format!(
             "deletion waits for the owning Cluster {} to be deleted",
             o.name
         ));
+        let before = status.conditions.clone();
         readiness::apply(status, &a, pc.metadata.generation, &now());
+        // Logged as an error once, not at every look again.
+        if status.conditions != before {
+            tracing::error!(namespace = %ns, name = %name, cluster = %o.name, "deletion was requested but owning cluster wasn't deleted");
+        } else {
+            tracing::debug!(namespace = %ns, name = %name, cluster = %o.name, "deletion still waits for the owning cluster");
+        }
         // The Cluster's deletion event wakes this at once; the requeue is for the event a watch
         // can miss (a relist after a dropped watch reports no deletions), which would otherwise
         // leave the deletion waiting for good.
